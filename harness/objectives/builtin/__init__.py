@@ -1,0 +1,15 @@
+"""Built-in baseline objectives: one module each, written like a user's objective."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# The order is the display order: the reference baseline (CE) first.
+BUILTIN_NAMES = (
+    "ce", "mae", "gce", "sce", "nce_rce", "focal", "taylor_ce", "poly1", "boot_soft",
+    "boot_hard", "label_smoothing", "ldr_kl", "aldr_kl", "squentropy", "only_top_p",
+)
+
+
+def builtin_path(name: str) -> Path:
+    return Path(__file__).with_name(f"{name}.py")

@@ -1,0 +1,17 @@
+"""Soft bootstrapping, Reed et al. 2015 (target mixed with the model's own prediction)."""
+
+import torch
+
+
+def classification_loss(
+    logits: torch.Tensor, targets: torch.Tensor, *, beta: float = 0.95
+) -> torch.Tensor:
+    """Soft bootstrap: ``-sum_k [beta e_{y,k} + (1 - beta) p_k] log p_k``; beta=1 gives CE.
+
+    No stop-gradient through the ``p_k`` weight, as in the reference.
+    Source: YisenWang/symmetric_cross_entropy ``boot_soft`` (beta=0.95).
+    """
+    log_p = logits.log_softmax(-1)
+    ce = -log_p.gather(-1, targets[:, None]).squeeze(-1)
+    entropy = -(log_p.exp() * log_p).sum(-1)
+    return beta * ce + (1 - beta) * entropy

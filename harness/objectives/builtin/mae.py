@@ -1,0 +1,18 @@
+"""Mean absolute error on the softmax (MAE), APL's "reduced" robust loss.
+
+Identical to the "-p" objective of Beyond Log-Likelihood (Li et al. 2025), applied
+per sample instead of per token; equals GCE with q=1 and Taylor-CE with t=1.
+"""
+
+import torch
+
+
+def classification_loss(
+    logits: torch.Tensor, targets: torch.Tensor, *, scale: float = 1.0
+) -> torch.Tensor:
+    """MAE: ``scale * (1 - p_y)`` (= ``scale * ||p - e_y||_1 / 2``).
+
+    Source: Active-Passive-Losses ``MeanAbsoluteError`` (scale 1 by default).
+    """
+    p_y = logits.softmax(-1).gather(-1, targets[:, None]).squeeze(-1)
+    return scale * (1 - p_y)

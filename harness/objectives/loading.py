@@ -1,0 +1,258 @@
+"""Load an objective from a file path, a dotted module or a built-in name.
+
+Loading never imports torch itself; the objective's own module does. Every
+problem becomes an :class:`ObjectiveError` with a message a user can act on.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import json
+import traceback
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.objectives.builtin import BUILTIN_NAMES, builtin_path
+from harness.objectives.spec import CONTEXT_NAMES, HOOKS
+
+
+class ObjectiveError(Exception):
+    """A problem with an objective, phrased for its author."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    origin: str  # "builtin" | "file" | "module"
+    source: str
+    hooks: Mapping[str, Callable]
+    defaults: Mapping[str, Any]
+    hyperparameters: Mapping[str, Any]
+    description: str = ""
+    path: str = ""
+    context: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def code_sha256(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @property
+    def version_key(self) -> str:
+        """Identity of (code, hyperparameters): equal keys give equal results."""
+        payload = json.dumps({"code": self.code_sha256, "hp": dict(self.hyperparameters)},
+                             sort_keys=True, default=repr)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    @property
+    def label(self) -> str:
+        """Display name; hyperparameters that differ from the defaults are shown."""
+        changed = {k: v for k, v in self.hyperparameters.items() if self.defaults.get(k) != v}
+        if not changed:
+            return self.name
+        return self.name + "(" + ", ".join(f"{k}={v}" for k, v in sorted(changed.items())) + ")"
+
+    def wants(self, hook: str, context_name: str) -> bool:
+        return context_name in self.context.get(hook, ())
+
+    def bind(self, hook: str) -> Callable:
+        """The hook with hyperparameters filled in; context is passed only if asked for."""
+        fn = self.hooks[hook]
+        hp = {k: v for k, v in self.hyperparameters.items() if k in _hyperparameter_names(fn)}
+        wanted = self.context.get(hook, ())
+
+        def bound(*args: Any, **context: Any) -> Any:
+            return fn(*args, **hp, **{k: v for k, v in context.items() if k in wanted})
+
+        bound.__name__ = f"{self.name}.{hook}"
+        return bound
+
+
+def load_objective(spec: str, overrides: Mapping[str, Any] | None = None) -> Objective:
+    """Resolve ``spec`` (file path, built-in name, or dotted module) and apply overrides."""
+    path = Path(spec)
+    if spec.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise ObjectiveError("not-found", f"objective file {spec} does not exist")
+        module, source = _load_file(path)
+        name, origin, where = path.stem, "file", str(path.resolve())
+    elif spec in BUILTIN_NAMES:
+        where = str(builtin_path(spec))
+        module = importlib.import_module(f"harness.objectives.builtin.{spec}")
+        source, name, origin = Path(where).read_text(), spec, "builtin"
+    elif "." in spec:
+        module = _import_module(spec)
+        where = getattr(module, "__file__", "") or ""
+        source = Path(where).read_text() if where else inspect.getsource(module)
+        name, origin = spec.rsplit(".", 1)[-1], "module"
+    else:
+        raise ObjectiveError(
+            "not-found",
+            f"unknown objective {spec!r}: not a .py file, not a built-in "
+            f"({', '.join(BUILTIN_NAMES)}), and not a dotted module path")
+    return objective_from_module(module, source, name=name, origin=origin, path=where,
+                                 overrides=overrides)
+
+
+def objective_from_module(module: types.ModuleType, source: str, *, name: str, origin: str,
+                          path: str = "", overrides: Mapping[str, Any] | None = None) -> Objective:
+    hooks = {h: getattr(module, h) for h in HOOKS if callable(getattr(module, h, None))}
+    if not hooks:
+        raise ObjectiveError("no-hook", _no_hook_message(module))
+    defaults: dict[str, Any] = {}
+    context: dict[str, tuple[str, ...]] = {}
+    for hook, fn in hooks.items():
+        defaults.update(check_signature(hook, fn))
+        params = inspect.signature(fn).parameters
+        context[hook] = tuple(c for c in CONTEXT_NAMES if c in params)
+    hyperparameters = {**defaults, **coerce_overrides(overrides or {}, defaults)}
+    doc = (inspect.getdoc(module) or "").strip().splitlines()
+    return Objective(name=name, origin=origin, source=source, hooks=hooks, defaults=defaults,
+                     hyperparameters=hyperparameters, description=doc[0] if doc else "",
+                     path=path, context=context)
+
+
+def check_signature(hook: str, fn: Callable) -> dict[str, Any]:
+    """Check a hook's signature against the contract; return its hyperparameter defaults."""
+    spec = HOOKS[hook]
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError) as exc:
+        raise ObjectiveError("signature", f"{hook}: cannot read its signature ({exc})") from exc
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    expected = ", ".join(spec.positional)
+    if len(positional) < len(spec.positional):
+        raise ObjectiveError(
+            "signature", f"{hook} must take ({expected}) as its first arguments; "
+            f"it takes ({', '.join(p.name for p in positional)})")
+    extra = [p.name for p in positional[len(spec.positional):] if p.default is p.empty]
+    if extra:
+        raise ObjectiveError(
+            "signature", f"{hook} has extra positional argument(s) without a default: "
+            f"{', '.join(extra)}; make hyperparameters keyword-only with defaults, "
+            f"e.g. def {hook}({expected}, *, {extra[0]}=...)")
+    defaults = {}
+    for p in params:
+        if p.kind == p.KEYWORD_ONLY and p.name not in CONTEXT_NAMES:
+            if p.default is p.empty:
+                raise ObjectiveError(
+                    "signature", f"{hook}: hyperparameter {p.name!r} has no default; "
+                    f"every keyword-only hyperparameter needs one (the author's choice)")
+            defaults[p.name] = p.default
+        elif p.kind == p.POSITIONAL_OR_KEYWORD and p in positional[len(spec.positional):]:
+            defaults[p.name] = p.default
+    return defaults
+
+
+def coerce_overrides(overrides: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """Check override names against the hyperparameters; cast strings by the default's type."""
+    out = {}
+    for key, value in overrides.items():
+        if key not in defaults:
+            known = ", ".join(sorted(defaults)) or "none"
+            raise ObjectiveError("unknown-hyperparameter",
+                                 f"unknown hyperparameter {key!r} (this objective has: {known})")
+        out[key] = _cast(value, defaults[key], key)
+    return out
+
+
+def parse_assignments(items: list[str]) -> dict[str, Any]:
+    """``["q=0.5", "name=x"]`` → ``{"q": 0.5, "name": "x"}`` (Python literals where possible)."""
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ObjectiveError("bad-override", f"--set expects key=value, got {item!r}")
+        try:
+            out[key.strip()] = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            out[key.strip()] = raw.strip()
+    return out
+
+
+def _cast(value: Any, default: Any, key: str) -> Any:
+    if isinstance(default, bool) or default is None or isinstance(value, type(default)):
+        return value
+    if isinstance(default, float) and isinstance(value, int):
+        return float(value)
+    raise ObjectiveError("bad-override", f"hyperparameter {key!r} expects "
+                         f"{type(default).__name__} (default {default!r}), got {value!r}")
+
+
+def _hyperparameter_names(fn: Callable) -> set[str]:
+    return {n for n in inspect.signature(fn).parameters if n not in CONTEXT_NAMES}
+
+
+def _load_file(path: Path) -> tuple[types.ModuleType, str]:
+    try:
+        source = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ObjectiveError("encoding", f"{path}: not UTF-8 text ({exc.reason} at byte "
+                             f"{exc.start})") from exc
+    try:
+        code = compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
+        text = (exc.text or "").rstrip()
+        raise ObjectiveError("syntax", f"syntax error in {path.name} at {where}: {exc.msg}"
+                             + (f"\n    {text}" if text else "")) from exc
+    module = types.ModuleType(f"harness_user_objective_{path.stem}")
+    module.__file__ = str(path)
+    try:
+        exec(code, module.__dict__)
+    except Exception as exc:
+        raise ObjectiveError("import", f"{path.name} raised {type(exc).__name__} while "
+                             f"loading: {exc}\n{user_traceback(exc, str(path))}") from exc
+    return module, source
+
+
+def _import_module(dotted: str) -> types.ModuleType:
+    try:
+        return importlib.import_module(dotted)
+    except ModuleNotFoundError as exc:
+        raise ObjectiveError("not-found", f"cannot import module {dotted!r}: {exc}") from exc
+    except Exception as exc:
+        raise ObjectiveError("import", f"module {dotted} raised {type(exc).__name__} while "
+                             f"loading: {exc}") from exc
+
+
+def _no_hook_message(module: types.ModuleType) -> str:
+    import difflib
+
+    names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+             and getattr(v, "__module__", None) == module.__name__]
+    known = ", ".join(f"{h}{spec.summary.split(' ->')[0]}" for h, spec in HOOKS.items())
+    msg = f"no known hook: define one of {known}"
+    for n in names:
+        close = difflib.get_close_matches(n, list(HOOKS), n=1, cutoff=0.6)
+        if close:
+            return msg + f" (found {n!r}: did you mean {close[0]!r}?)"
+    if names:
+        msg += f" (found functions: {', '.join(sorted(names))})"
+    return msg
+
+
+def user_traceback(exc: BaseException, filename: str) -> str:
+    """The traceback lines that point into the user's file, formatted like Python's."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    if not frames:
+        return ""
+    lines = traceback.format_list(frames)
+    return "".join(lines).rstrip()
+
+
+def module_file_of(fn: Callable) -> str:
+    code = getattr(fn, "__code__", None)
+    return code.co_filename if code else ""
+

@@ -1,0 +1,251 @@
+"""Seed-batched training: M models trained as one stacked model.
+
+Every *member* (one cell: a variant's labels and a seed) has its own parameters,
+stacked along a leading dimension. The forward runs under ``torch.func.vmap`` over
+``functional_call``; the members' losses are summed and backpropagated once, and
+one SGD optimizer steps the stacked tensors, which is exactly one optimizer per
+member because SGD is elementwise. Gradient clipping uses per-member norms.
+
+An objective that cannot be vmapped (``.item()``, Python control flow on tensor
+values, random ops) falls back to a per-member loop over the same stacked tensors,
+which gives the same numbers; the result says so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
+
+from harness import seeding
+
+LossFn = Callable[..., Tensor]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The fixed optimisation protocol of a suite: only the objective varies."""
+
+    epochs: int = 100
+    batch_size: int = 64
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    nesterov: bool = False
+    grad_clip: float | None = 5.0
+    schedule: str = "cosine"  # "cosine" (to 0 over all steps) or "constant"
+
+    def lr_at(self, step: int, total: int) -> float:
+        if self.schedule == "constant":
+            return self.lr
+        return 0.5 * self.lr * (1 + math.cos(math.pi * step / total))
+
+
+@dataclass
+class TrainResult:
+    """What training returns: predictions and curves, never a metric."""
+
+    eval_predictions: Tensor  # [E, M, Ne] argmax on the eval inputs after each epoch
+    train_predictions: Tensor  # [M, N] argmax on the training inputs after the last epoch
+    loss_curve: Tensor  # [M, E] mean training loss per epoch
+    grad_norm_curve: Tensor  # [M, E] mean pre-clipping gradient norm per epoch
+    diverged_step: list[int | None]  # per member: first step with a non-finite loss
+    mode: str  # "vmap" or "loop"
+    fallback_reason: str = ""
+    params: dict[str, Tensor] = field(default_factory=dict)
+    wall_time: float = 0.0
+
+
+class ObjectiveRuntimeError(RuntimeError):
+    """The objective raised while training; ``__cause__`` is the user's exception."""
+
+
+def stacked_init(model: nn.Module, seeds: list[int], device: str = "cpu") -> dict[str, Tensor]:
+    """Parameters of ``model`` re-initialised once per seed, stacked on dim 0."""
+    per_seed = []
+    for seed in seeds:
+        gen = torch.Generator().manual_seed(seeding.stream_seed(seed, seeding.INIT))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(2**62, (1,), generator=gen)))
+            for module in model.modules():
+                if hasattr(module, "reset_parameters"):
+                    module.reset_parameters()
+            per_seed.append({k: v.detach().clone() for k, v in model.named_parameters()})
+    return {k: torch.stack([p[k] for p in per_seed]).to(device).requires_grad_()
+            for k in per_seed[0]}
+
+
+def epoch_orders(seeds: list[int], n: int, epochs: int) -> Tensor:
+    """[E, M, N] data order per epoch and member, from each seed's own stream."""
+    orders = []
+    for seed in seeds:
+        gen = torch.Generator().manual_seed(seeding.stream_seed(seed, seeding.ORDER))
+        orders.append(torch.stack([torch.randperm(n, generator=gen) for _ in range(epochs)]))
+    return torch.stack(orders, dim=1)
+
+
+def train_members(
+    model: nn.Module,
+    loss_fn: LossFn,
+    x: Tensor,
+    labels: Tensor,
+    seeds: list[int],
+    protocol: Protocol,
+    *,
+    eval_inputs: Tensor | None = None,
+    mode: str = "auto",
+    device: str = "cpu",
+    on_epoch: Callable[[int, int], None] | None = None,
+) -> TrainResult:
+    """Train one member per row of ``labels`` ([M, N]) with ``seeds[m]``'s init and order.
+
+    ``loss_fn(logits, targets, progress=, index=, state=)`` returns a per-sample [B]
+    or scalar loss for one member. ``mode`` is "auto", "vmap" or "loop".
+    """
+    start = time.perf_counter()
+    members, n = labels.shape
+    x, labels = x.to(device), labels.to(device)
+    eval_x = (eval_inputs if eval_inputs is not None else x[:0]).to(device)
+    model = model.to(device)
+    params = stacked_init(model, seeds, device)
+    leaves = list(params.values())
+    optimizer = torch.optim.SGD(leaves, lr=protocol.lr, momentum=protocol.momentum,
+                                weight_decay=protocol.weight_decay, nesterov=protocol.nesterov)
+    orders = epoch_orders(seeds, n, protocol.epochs).to(device)
+    state = torch.full((members, n), float("nan"), device=device)
+    steps_per_epoch = math.ceil(n / protocol.batch_size)
+    total = steps_per_epoch * protocol.epochs
+    alive = torch.ones(members, dtype=torch.bool, device=device)
+    diverged: list[int | None] = [None] * members
+    loss_curve = torch.zeros(members, protocol.epochs)
+    grad_curve = torch.zeros(members, protocol.epochs)
+    eval_preds = []
+    step_fn = _vmapped_step(model, loss_fn) if mode != "loop" else None
+    fallback_reason = ""
+
+    step = 0
+    for epoch in range(protocol.epochs):
+        loss_sum = torch.zeros(members, device=device)
+        grad_sum = torch.zeros(members, device=device)
+        for j in range(steps_per_epoch):
+            index = orders[epoch, :, j * protocol.batch_size:(j + 1) * protocol.batch_size]
+            xb, yb = x[index], torch.gather(labels, 1, index)
+            progress = step / total
+            if step_fn is not None:
+                try:
+                    snapshot = state.clone() if step == 0 and mode == "auto" else None
+                    losses = step_fn(params, xb, yb, index, state, progress)
+                except Exception as exc:
+                    if snapshot is None:
+                        raise ObjectiveRuntimeError(_describe(exc)) from exc
+                    state.copy_(snapshot)
+                    step_fn, fallback_reason = None, _describe(exc)
+            if step_fn is None:
+                try:
+                    losses = _loop_step(model, loss_fn, params, xb, yb, index, state, progress)
+                except Exception as exc:
+                    raise ObjectiveRuntimeError(_describe(exc)) from exc
+            newly = ~torch.isfinite(losses) & alive
+            if newly.any():
+                for m in newly.nonzero().flatten().tolist():
+                    diverged[m] = step
+                alive &= ~newly
+                _zero_members(params, optimizer, ~alive)
+            optimizer.zero_grad(set_to_none=False)
+            torch.where(alive, losses, torch.zeros_like(losses)).sum().backward()
+            norms = _clip_per_member(leaves, protocol.grad_clip, alive)
+            for group in optimizer.param_groups:
+                group["lr"] = protocol.lr_at(step, total)
+            optimizer.step()
+            loss_sum += losses.detach().nan_to_num(0.0) * len(yb[0])
+            grad_sum += norms
+            step += 1
+        loss_curve[:, epoch] = (loss_sum / n).cpu()
+        grad_curve[:, epoch] = (grad_sum / steps_per_epoch).cpu()
+        eval_preds.append(predict(model, params, eval_x).cpu())
+        if on_epoch is not None:
+            on_epoch(epoch + 1, protocol.epochs)
+    return TrainResult(
+        eval_predictions=torch.stack(eval_preds),
+        train_predictions=predict(model, params, x).cpu(),
+        loss_curve=loss_curve,
+        grad_norm_curve=grad_curve,
+        diverged_step=diverged,
+        mode="vmap" if step_fn is not None else "loop",
+        fallback_reason=fallback_reason,
+        params={k: v.detach().cpu() for k, v in params.items()},
+        wall_time=time.perf_counter() - start,
+    )
+
+
+@torch.no_grad()
+def predict(model: nn.Module, params: dict[str, Tensor], inputs: Tensor,
+            chunk: int = 4096) -> Tensor:
+    """[M, N] argmax predictions of every member on shared inputs."""
+    if len(inputs) == 0:
+        return torch.zeros(next(iter(params.values())).shape[0], 0, dtype=torch.long)
+    forward = vmap(lambda p, xs: functional_call(model, p, (xs,)), in_dims=(0, None))
+    parts = [forward(params, inputs[i:i + chunk]).argmax(-1) for i in range(0, len(inputs), chunk)]
+    return torch.cat(parts, dim=1)
+
+
+def _vmapped_step(model: nn.Module, loss_fn: LossFn) -> Callable[..., Tensor]:
+    def member_loss(p, xb, yb, index, state, progress):
+        logits = functional_call(model, p, (xb,))
+        return reduce_loss(loss_fn(logits, yb, progress=progress, index=index, state=state))
+
+    batched = vmap(member_loss, in_dims=(0, 0, 0, 0, 0, None))
+    return batched
+
+
+def _loop_step(model, loss_fn, params, xb, yb, index, state, progress) -> Tensor:
+    losses = []
+    for m in range(xb.shape[0]):
+        logits = functional_call(model, {k: v[m] for k, v in params.items()}, (xb[m],))
+        out = loss_fn(logits, yb[m], progress=progress, index=index[m], state=state[m])
+        losses.append(reduce_loss(out))
+    return torch.stack(losses)
+
+
+def reduce_loss(out: Tensor) -> Tensor:
+    """Per-sample losses are averaged; a scalar is used as it is."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"the loss must return a tensor, got {type(out).__name__}")
+    return out.mean() if out.dim() > 0 else out
+
+
+@torch.no_grad()
+def _clip_per_member(leaves: list[Tensor], max_norm: float | None, alive: Tensor) -> Tensor:
+    """Per-member gradient norms (before clipping); clip each member to ``max_norm``."""
+    sq = sum(g.grad.pow(2).flatten(1).sum(1) for g in leaves)
+    norms = sq.sqrt()
+    if not bool(alive.all()):
+        for leaf in leaves:
+            leaf.grad[~alive] = 0.0
+        norms = torch.where(alive, norms, torch.zeros_like(norms))
+    if max_norm is not None:
+        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+        for leaf in leaves:
+            leaf.grad.mul_(coef.view(-1, *[1] * (leaf.dim() - 1)))
+    return norms
+
+
+@torch.no_grad()
+def _zero_members(params: dict[str, Tensor], optimizer: torch.optim.Optimizer,
+                  dead: Tensor) -> None:
+    """Freeze diverged members at zero so their NaNs cannot reach anything else."""
+    for leaf in params.values():
+        leaf[dead] = 0.0
+        buf = optimizer.state.get(leaf, {}).get("momentum_buffer")
+        if buf is not None:
+            buf[dead] = 0.0
+
+
+def _describe(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

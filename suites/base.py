@@ -1,0 +1,85 @@
+"""What every suite declares, as data. Importing this never imports torch."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    label: str
+    higher_is_better: bool = True
+    description: str = ""
+    percent: bool = False
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration of a suite (dataset × condition)."""
+
+    name: str
+    config: Mapping[str, Any]
+    description: str
+    default: bool = True  # part of the default run (real-data variants are opt-in)
+    queue: str = "cpu"
+
+    def config_hash(self, suite: Suite) -> str:
+        payload = {"suite": suite.name, "version": suite.version, "variant": self.name,
+                   "config": dict(self.config), "protocol": dict(suite.protocol)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class CellResult:
+    """A cell's outcome as the trusted judge computed it."""
+
+    variant: str
+    seed: int
+    status: str  # ok | diverged | failed
+    metrics: dict[str, float] = field(default_factory=dict)
+    curves: dict[str, list[float]] = field(default_factory=dict)
+    diverged_step: int | None = None
+    error: str = ""
+    wall_time: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    version: str
+    hook: str
+    description: str
+    headline: str
+    metrics: tuple[MetricSpec, ...]
+    variants: tuple[Variant, ...]
+    runner: str  # "module:function", imported only when cells run
+    reference: str = "ce"
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        names = ", ".join(v.name for v in self.variants)
+        raise KeyError(f"suite {self.name!r} has no variant {name!r} (variants: {names})")
+
+    @property
+    def default_variants(self) -> list[str]:
+        return [v.name for v in self.variants if v.default]
+
+    def metric(self, name: str) -> MetricSpec:
+        return next(m for m in self.metrics if m.name == name)
+
+    def run_cells(self, objective: Any, variants: list[str], seeds: list[int],
+                  **options: Any) -> list[CellResult]:
+        """Train and judge every (variant, seed) cell for one objective."""
+        module, _, func = self.runner.partition(":")
+        run: Callable[..., list[CellResult]] = getattr(importlib.import_module(module), func)
+        return run(self, objective, [self.variant(v) for v in variants], seeds, **options)

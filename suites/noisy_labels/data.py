@@ -1,0 +1,24 @@
+"""The embedded dataset: scikit-learn's bundled digits, x/16, a fixed stratified split."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+SPLIT_SEED = 20240601
+TRAIN_SIZE = 1000
+
+
+@lru_cache(maxsize=1)
+def digits_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x_train [1000, 64], y_train, x_test [797, 64], y_test), x in [0, 1]."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    x = (digits.data / 16.0).astype(np.float32)
+    y = digits.target.astype(np.int64)
+    x_tr, x_te, y_tr, y_te = train_test_split(x, y, train_size=TRAIN_SIZE, stratify=y,
+                                              random_state=SPLIT_SEED)
+    return x_tr, y_tr, x_te, y_te

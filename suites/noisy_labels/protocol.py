@@ -1,0 +1,179 @@
+"""Train inside, judge outside: noisy labels in, predictions out, metrics computed here.
+
+All (variant, seed) cells of one dataset train together as members of one
+seed-batched run. The objective only ever sees training inputs with their noisy
+labels; clean training labels and test labels stay with the judge below.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from harness import seeding
+from harness.models.mlp import mlp
+from harness.objectives.loading import Objective, user_traceback
+from harness.train import ObjectiveRuntimeError, Protocol, train_members
+from suites.base import CellResult, Suite, Variant
+from suites.noisy_labels import noise
+from suites.noisy_labels.data import digits_split
+
+
+@dataclass(frozen=True)
+class Dataset:
+    x_train: np.ndarray
+    y_train: np.ndarray  # clean: never handed to the objective
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+
+
+def protocol_of(suite: Suite) -> Protocol:
+    p = suite.protocol
+    return Protocol(epochs=p["epochs"], batch_size=p["batch_size"], lr=p["lr"],
+                    momentum=p["momentum"], weight_decay=p["weight_decay"],
+                    grad_clip=p["grad_clip"], schedule=p["schedule"])
+
+
+def run_cells(suite: Suite, objective: Objective, variants: list[Variant], seeds: list[int], *,
+              device: str = "cpu", mode: str = "auto", data_root: str | None = None,
+              download: bool = False, epochs: int | None = None,
+              progress: Callable[[float], None] | None = None) -> list[CellResult]:
+    """Every (variant, seed) cell for ``objective``, grouped by dataset into batched runs."""
+    protocol = protocol_of(suite)
+    if epochs is not None:
+        protocol = Protocol(**{**protocol.__dict__, "epochs": epochs})
+    results: list[CellResult] = []
+    by_dataset: dict[str, list[Variant]] = {}
+    for v in variants:
+        by_dataset.setdefault(v.config["dataset"], []).append(v)
+    for name, group in by_dataset.items():
+        data = load_dataset(name, data_root, download)
+        results += _run_group(suite, objective, data, group, seeds, protocol, device, mode,
+                              data_root, progress)
+    return results
+
+
+def _run_group(suite, objective, data: Dataset, variants, seeds, protocol, device, mode,
+               data_root, progress) -> list[CellResult]:
+    cells = [(v, s) for v in variants for s in seeds]
+    noisy = np.stack([noisy_labels(data, v, s, data_root) for v, s in cells])
+    member_seeds = [s for _, s in cells]
+
+    def on_epoch(epoch: int, total: int) -> None:
+        if progress is not None:
+            progress(len(cells) / total)
+
+    try:
+        trained = train_members(
+            model_for(data), objective.bind(suite.hook), torch.from_numpy(data.x_train),
+            torch.from_numpy(noisy), member_seeds, protocol,
+            eval_inputs=torch.from_numpy(data.x_test), mode=mode, device=device,
+            on_epoch=on_epoch)
+    except ObjectiveRuntimeError as exc:
+        cause = exc.__cause__ or exc
+        message = f"{exc}\n{user_traceback(cause, objective.path)}".rstrip()
+        return [CellResult(v.name, s, "failed", error=message) for v, s in cells]
+    per_cell_time = trained.wall_time / len(cells)
+    info = {"mode": trained.mode, "fallback_reason": trained.fallback_reason,
+            "members_batched": len(cells)}
+    out = []
+    for m, (variant, seed) in enumerate(cells):
+        result = judge(data, noisy[m], trained.eval_predictions[:, m].numpy(),
+                       trained.train_predictions[m].numpy())
+        result.curves["train_loss"] = trained.loss_curve[m].tolist()
+        result.curves["grad_norm"] = trained.grad_norm_curve[m].tolist()
+        step = trained.diverged_step[m]
+        status = "ok" if step is None else "diverged"
+        if step is not None:  # the frozen model's accuracy is not a result
+            result.metrics = {"noise_rate": result.metrics["noise_rate"]}
+            epoch = step // -(-len(data.y_train) // protocol.batch_size)
+            result.curves = {k: v[:epoch + 1] for k, v in result.curves.items()}
+        out.append(CellResult(variant.name, seed, status, result.metrics, result.curves,
+                              diverged_step=step, wall_time=per_cell_time, info=info))
+    return out
+
+
+def judge(data: Dataset, noisy: np.ndarray, eval_predictions: np.ndarray,
+          train_predictions: np.ndarray) -> CellResult:
+    """Metrics of one member from its predictions: [E, Ne] per epoch on test, [N] on train."""
+    _check_predictions(eval_predictions, (eval_predictions.shape[0], len(data.y_test)),
+                       data.num_classes)
+    _check_predictions(train_predictions, (len(data.y_train),), data.num_classes)
+    test_acc = (eval_predictions == data.y_test[None, :]).mean(axis=1)
+    flipped = noisy != data.y_train
+    metrics = {
+        "test_acc": float(test_acc[-1]),
+        "best_test_acc": float(test_acc.max()),
+        "best_epoch": float(test_acc.argmax() + 1),
+        "noise_rate": float(flipped.mean()),
+        "train_acc_clean": float((train_predictions == data.y_train).mean()),
+    }
+    if flipped.any():
+        metrics["memorization"] = float((train_predictions[flipped] == noisy[flipped]).mean())
+        metrics["correction"] = float(
+            (train_predictions[flipped] == data.y_train[flipped]).mean())
+    return CellResult("", 0, "ok", metrics, {"test_acc": test_acc.tolist()})
+
+
+def _check_predictions(pred: np.ndarray, shape: tuple[int, ...], num_classes: int) -> None:
+    if pred.shape != shape or pred.dtype.kind not in "iu":
+        raise ValueError(f"predictions must be integer class ids of shape {shape}, "
+                         f"got {pred.dtype} {pred.shape}")
+    if pred.size and (pred.min() < 0 or pred.max() >= num_classes):
+        raise ValueError(f"predictions must lie in [0, {num_classes - 1}]")
+
+
+def noisy_labels(data: Dataset, variant: Variant, seed: int,
+                 data_root: str | None = None) -> np.ndarray:
+    """The training labels a member sees: drawn from (variant, seed) only."""
+    kind, rate = variant.config["noise"], variant.config["rate"]
+    rng = seeding.rng(seed, seeding.NOISE, variant.name)
+    y, k = data.y_train, data.num_classes
+    if kind == "none":
+        return y.copy()
+    if kind == "symmetric":
+        return noise.symmetric_exact(y, rate, k, rng)
+    if kind == "asymmetric":
+        return noise.asymmetric(y, rate, noise.MNIST_ASYMMETRIC, rng)
+    if kind == "instance":
+        return noise.instance_dependent(data.x_train.reshape(len(y), -1), y, rate, k, rng)
+    if kind == "cifar10n":
+        from harness.data.real import load_cifar10n_labels
+
+        path = Path(_data_root(data_root)) / "CIFAR-10_human.pt"
+        return load_cifar10n_labels(path, rate, expected_len=len(y)).astype(np.int64)
+    raise ValueError(f"unknown noise kind {kind!r}")
+
+
+def load_dataset(name: str, data_root: str | None, download: bool) -> Dataset:
+    if name == "digits":
+        x_tr, y_tr, x_te, y_te = digits_split()
+        return Dataset(x_tr, y_tr, x_te, y_te, 10)
+    from harness.data import real
+
+    root = _data_root(data_root)
+    if name == "mnist":
+        ds = real.load_mnist(root, download=download).flat()
+    elif name == "cifar10":
+        ds = real.load_cifar10(root, download=download)
+    else:
+        raise ValueError(f"unknown dataset {name!r}")
+    return Dataset(ds.x_train, ds.y_train, ds.x_test, ds.y_test, ds.num_classes)
+
+
+def model_for(data: Dataset) -> torch.nn.Module:
+    if data.x_train.ndim == 2:
+        return mlp((data.x_train.shape[1], 256, 256, data.num_classes))
+    from harness.models.cnn import small_cnn
+
+    return small_cnn(data.x_train.shape[1], data.num_classes)
+
+
+def _data_root(data_root: str | None) -> str:
+    return data_root or os.environ.get("HARNESS_DATA", str(Path.home() / ".cache" / "harness"))

@@ -1,0 +1,1 @@
+"""Django project and app: result storage now, leaderboard pages later."""

@@ -1,0 +1,96 @@
+"""Result storage: objective → version → cell → metrics and curves.
+
+A cell is (objective version, suite, suite version, variant, seed): the unit of
+work, of storage and of retry. The unique constraint makes a rerun store one row.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Objective(models.Model):
+    PUBLIC, PRIVATE = "public", "private"
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    paper_url = models.URLField(blank=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.SET_NULL, related_name="objectives")
+    is_builtin = models.BooleanField(default=False)
+    visibility = models.CharField(max_length=10, default=PUBLIC,
+                                  choices=[(PUBLIC, "public"), (PRIVATE, "private")])
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ObjectiveVersion(models.Model):
+    """One exact code text plus one set of hyperparameters."""
+
+    objective = models.ForeignKey(Objective, on_delete=models.CASCADE, related_name="versions")
+    code = models.TextField()
+    code_sha256 = models.CharField(max_length=64)
+    hyperparameters = models.JSONField(default=dict)
+    # sha256 over code hash and canonical hyperparameters: the version's identity.
+    key = models.CharField(max_length=64)
+    label = models.CharField(max_length=300)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["objective", "key"],
+                                               name="unique_version_key")]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class Cell(models.Model):
+    QUEUED, RUNNING, OK, DIVERGED, FAILED, TIMEOUT = (
+        "queued", "running", "ok", "diverged", "failed", "timeout")
+    STATUSES = [(s, s) for s in (QUEUED, RUNNING, OK, DIVERGED, FAILED, TIMEOUT)]
+    FINISHED = (OK, DIVERGED, FAILED, TIMEOUT)
+
+    version = models.ForeignKey(ObjectiveVersion, on_delete=models.CASCADE, related_name="cells")
+    suite = models.CharField(max_length=50)
+    suite_version = models.CharField(max_length=20)
+    variant = models.CharField(max_length=100)
+    variant_hash = models.CharField(max_length=64)
+    seed = models.IntegerField()
+    status = models.CharField(max_length=10, choices=STATUSES, default=QUEUED)
+    attempts = models.IntegerField(default=0)
+    error = models.TextField(blank=True)
+    diverged_step = models.IntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    wall_time = models.FloatField(null=True, blank=True)
+    environment = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(
+            fields=["version", "suite", "suite_version", "variant", "seed"], name="unique_cell")]
+        indexes = [models.Index(fields=["suite", "suite_version", "variant"])]
+
+    def __str__(self) -> str:
+        return f"{self.version} {self.suite}/{self.variant} seed {self.seed}"
+
+
+class Metric(models.Model):
+    cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="metrics")
+    name = models.CharField(max_length=100)
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cell", "name"], name="unique_metric")]
+
+
+class Curve(models.Model):
+    cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="curves")
+    name = models.CharField(max_length=100)
+    values = models.JSONField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cell", "name"], name="unique_curve")]

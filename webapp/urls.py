@@ -1,0 +1,3 @@
+"""URL routes. The leaderboard pages arrive with the web issue; storage works without them."""
+
+urlpatterns: list = []
