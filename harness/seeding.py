@@ -26,6 +26,7 @@ def rng(seed: int, purpose: str, *extra: str | int) -> np.random.Generator:
 
 
 def _word(x: str | int) -> int:
-    if isinstance(x, int):
-        return x
-    return int.from_bytes(hashlib.sha256(x.encode()).digest()[:4], "little")
+    # Ints are hashed too: a raw int is ambiguous (SeedSequence ignores trailing zero
+    # words, so (..., 0) equalled (...), and splits ints >= 2**32 into two words).
+    text = f"int:{x}" if isinstance(x, int) else x
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")

@@ -3,7 +3,7 @@
 Every *member* (one cell: a variant's labels and a seed) has its own parameters,
 stacked along a leading dimension. The forward runs under ``torch.func.vmap`` over
 ``functional_call``; the members' losses are summed and backpropagated once, and
-one SGD optimizer steps the stacked tensors, which is exactly one optimizer per
+one SGD update steps the stacked tensors, which is exactly one optimizer per
 member because SGD is elementwise. Gradient clipping uses per-member norms.
 
 An objective that cannot be vmapped (``.item()``, Python control flow on tensor
@@ -114,8 +114,7 @@ def train_members(
     model = model.to(device)
     params = stacked_init(model, seeds, device)
     leaves = list(params.values())
-    optimizer = torch.optim.SGD(leaves, lr=protocol.lr, momentum=protocol.momentum,
-                                weight_decay=protocol.weight_decay, nesterov=protocol.nesterov)
+    buffers = [torch.zeros_like(p) for p in leaves]  # SGD momentum, per member elementwise
     orders = epoch_orders(seeds, n, protocol.epochs).to(device)
     state = torch.full((members, n), float("nan"), device=device)
     steps_per_epoch = math.ceil(n / protocol.batch_size)
@@ -155,13 +154,13 @@ def train_members(
                 for m in newly.nonzero().flatten().tolist():
                     diverged[m] = step
                 alive &= ~newly
-                _zero_members(params, optimizer, ~alive)
-            optimizer.zero_grad(set_to_none=False)
+                _zero_members(leaves, buffers, ~alive)
+            for leaf in leaves:
+                leaf.grad = None
             torch.where(alive, losses, torch.zeros_like(losses)).sum().backward()
-            norms = _clip_per_member(leaves, protocol.grad_clip, alive)
-            for group in optimizer.param_groups:
-                group["lr"] = protocol.lr_at(step, total)
-            optimizer.step()
+            norms = _grad_norms(leaves, alive)
+            _sgd_step(leaves, buffers, protocol, protocol.lr_at(step, total),
+                      _clip_coefficients(norms, protocol.grad_clip))
             loss_sum += losses.detach().nan_to_num(0.0) * len(yb[0])
             grad_sum += norms
             step += 1
@@ -220,30 +219,49 @@ def reduce_loss(out: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def _clip_per_member(leaves: list[Tensor], max_norm: float | None, alive: Tensor) -> Tensor:
-    """Per-member gradient norms (before clipping); clip each member to ``max_norm``."""
-    sq = sum(g.grad.pow(2).flatten(1).sum(1) for g in leaves)
-    norms = sq.sqrt()
+def _grad_norms(leaves: list[Tensor], alive: Tensor) -> Tensor:
+    """Per-member gradient norms [M]; diverged members' gradients are zeroed first."""
     if not bool(alive.all()):
         for leaf in leaves:
             leaf.grad[~alive] = 0.0
-        norms = torch.where(alive, norms, torch.zeros_like(norms))
-    if max_norm is not None:
-        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-        for leaf in leaves:
-            leaf.grad.mul_(coef.view(-1, *[1] * (leaf.dim() - 1)))
-    return norms
+    sq = sum(torch.linalg.vector_norm(leaf.grad.flatten(1), dim=1).square() for leaf in leaves)
+    return sq.sqrt()
+
+
+def _clip_coefficients(norms: Tensor, max_norm: float | None) -> Tensor:
+    """Per-member scale that brings each gradient norm down to ``max_norm``."""
+    if max_norm is None:
+        return torch.ones_like(norms)
+    return (max_norm / (norms + 1e-6)).clamp(max=1.0)
 
 
 @torch.no_grad()
-def _zero_members(params: dict[str, Tensor], optimizer: torch.optim.Optimizer,
-                  dead: Tensor) -> None:
+def _sgd_step(leaves: list[Tensor], buffers: list[Tensor], protocol: Protocol, lr: float,
+              coef: Tensor) -> None:
+    """SGD with momentum on stacked members, clipping folded into the momentum update.
+
+    Same arithmetic as ``torch.optim.SGD`` after ``clip_grad_norm_`` per member
+    (buf = momentum·buf + clipped grad + wd·p; p -= lr·buf), in two fused passes per
+    tensor instead of six, which matters because the step is memory-bound here.
+    """
+    for leaf, buf in zip(leaves, buffers, strict=True):
+        c = coef.view(-1, *[1] * (leaf.dim() - 1))
+        grad = leaf.grad
+        if protocol.weight_decay:
+            grad = grad * c + protocol.weight_decay * leaf
+            c = torch.ones_like(c)
+        buf.mul_(protocol.momentum).addcmul_(grad, c)
+        if protocol.nesterov:
+            leaf.sub_(lr * (grad * c + protocol.momentum * buf))
+        else:
+            leaf.sub_(buf, alpha=lr)
+
+
+@torch.no_grad()
+def _zero_members(leaves: list[Tensor], buffers: list[Tensor], dead: Tensor) -> None:
     """Freeze diverged members at zero so their NaNs cannot reach anything else."""
-    for leaf in params.values():
-        leaf[dead] = 0.0
-        buf = optimizer.state.get(leaf, {}).get("momentum_buffer")
-        if buf is not None:
-            buf[dead] = 0.0
+    for t in (*leaves, *buffers):
+        t[dead] = 0.0
 
 
 def _describe(exc: BaseException) -> str:

@@ -6,7 +6,7 @@ import hashlib
 import importlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -17,6 +17,7 @@ class MetricSpec:
     higher_is_better: bool = True
     description: str = ""
     percent: bool = False
+    short: str = ""  # column header
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,12 @@ class Suite:
     @property
     def default_variants(self) -> list[str]:
         return [v.name for v in self.variants if v.default]
+
+    def shortened(self, epochs: int) -> Suite:
+        """The same suite trained for ``epochs``: a different version, so smoke-run
+        results are stored apart and never mix with the real protocol's."""
+        return replace(self, version=f"{self.version}+e{epochs}",
+                       protocol={**self.protocol, "epochs": epochs})
 
     def metric(self, name: str) -> MetricSpec:
         return next(m for m in self.metrics if m.name == name)

@@ -150,7 +150,8 @@ def check_signature(hook: str, fn: Callable) -> dict[str, Any]:
                     "signature", f"{hook}: hyperparameter {p.name!r} has no default; "
                     f"every keyword-only hyperparameter needs one (the author's choice)")
             defaults[p.name] = p.default
-        elif p.kind == p.POSITIONAL_OR_KEYWORD and p in positional[len(spec.positional):]:
+        elif (p.kind == p.POSITIONAL_OR_KEYWORD and p in positional[len(spec.positional):]
+              and p.name not in CONTEXT_NAMES):
             defaults[p.name] = p.default
     return defaults
 
@@ -182,12 +183,25 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
 
 
 def _cast(value: Any, default: Any, key: str) -> Any:
-    if isinstance(default, bool) or default is None or isinstance(value, type(default)):
+    if isinstance(default, bool):
+        return _cast_bool(value, default, key)
+    if default is None or isinstance(value, type(default)):
         return value
     if isinstance(default, float) and isinstance(value, int):
         return float(value)
     raise ObjectiveError("bad-override", f"hyperparameter {key!r} expects "
                          f"{type(default).__name__} (default {default!r}), got {value!r}")
+
+
+def _cast_bool(value: Any, default: bool, key: str) -> bool:
+    # "--set flag=false" parses to the string "false", which is truthy: never pass it through.
+    if isinstance(value, bool):
+        return value
+    words = {"true": True, "false": False}
+    if isinstance(value, str) and value.strip().lower() in words:
+        return words[value.strip().lower()]
+    raise ObjectiveError("bad-override", f"hyperparameter {key!r} expects "
+                         f"bool (default {default!r}), got {value!r}")
 
 
 def _hyperparameter_names(fn: Callable) -> set[str]:
@@ -200,31 +214,54 @@ def _load_file(path: Path) -> tuple[types.ModuleType, str]:
     except UnicodeDecodeError as exc:
         raise ObjectiveError("encoding", f"{path}: not UTF-8 text ({exc.reason} at byte "
                              f"{exc.start})") from exc
+    # Compile under the resolved path, which is Objective.path, so that
+    # user_traceback(exc, objective.path) finds the user's frames.
+    filename = str(path.resolve())
     try:
-        code = compile(source, str(path), "exec")
+        code = compile(source, filename, "exec")
     except SyntaxError as exc:
-        where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
-        text = (exc.text or "").rstrip()
-        raise ObjectiveError("syntax", f"syntax error in {path.name} at {where}: {exc.msg}"
-                             + (f"\n    {text}" if text else "")) from exc
+        raise ObjectiveError("syntax", _syntax_message(exc, path.name)) from exc
     module = types.ModuleType(f"harness_user_objective_{path.stem}")
-    module.__file__ = str(path)
+    module.__file__ = filename
     try:
         exec(code, module.__dict__)
     except Exception as exc:
         raise ObjectiveError("import", f"{path.name} raised {type(exc).__name__} while "
-                             f"loading: {exc}\n{user_traceback(exc, str(path))}") from exc
+                             f"loading: {exc}\n{user_traceback(exc, filename)}") from exc
     return module, source
+
+
+def _syntax_message(exc: SyntaxError, filename: str) -> str:
+    where = f" at line {exc.lineno}" if exc.lineno else ""
+    where += f", column {exc.offset}" if exc.lineno and exc.offset else ""
+    text = (exc.text or "").rstrip()
+    return (f"syntax error in {filename}{where}: {exc.msg}"
+            + (f"\n    {text}" if text else ""))
 
 
 def _import_module(dotted: str) -> types.ModuleType:
     try:
         return importlib.import_module(dotted)
     except ModuleNotFoundError as exc:
-        raise ObjectiveError("not-found", f"cannot import module {dotted!r}: {exc}") from exc
+        missing = exc.name or ""
+        if missing == dotted or dotted.startswith(missing + "."):
+            raise ObjectiveError("not-found", f"cannot import module {dotted!r}: {exc}") from exc
+        raise ObjectiveError("import", _module_import_message(dotted, exc)) from exc
+    except SyntaxError as exc:
+        name = Path(exc.filename).name if exc.filename else dotted
+        raise ObjectiveError("syntax", _syntax_message(exc, name)) from exc
     except Exception as exc:
-        raise ObjectiveError("import", f"module {dotted} raised {type(exc).__name__} while "
-                             f"loading: {exc}") from exc
+        raise ObjectiveError("import", _module_import_message(dotted, exc)) from exc
+
+
+def _module_import_message(dotted: str, exc: Exception) -> str:
+    try:
+        origin = getattr(importlib.util.find_spec(dotted), "origin", None) or ""
+    except Exception:
+        origin = ""
+    lines = user_traceback(exc, origin) if origin else ""
+    return (f"module {dotted} raised {type(exc).__name__} while loading: {exc}"
+            + (f"\n{lines}" if lines else ""))
 
 
 def _no_hook_message(module: types.ModuleType) -> str:

@@ -39,15 +39,18 @@ VARIANTS = (
 )
 
 METRICS = (
-    MetricSpec("test_acc", "clean test accuracy (last epoch)", percent=True,
+    MetricSpec("test_acc", "clean test accuracy (last epoch)", percent=True, short="test acc",
                description="Top-1 accuracy on the clean test set after the last epoch."),
     MetricSpec("best_test_acc", "best-epoch test accuracy (peeks at test)", percent=True,
+               short="best-epoch†",
                description="Secondary: the maximum over epochs; selecting it uses test labels."),
     MetricSpec("memorization", "memorized noisy labels", higher_is_better=False, percent=True,
+               short="memorized",
                description="Share of noisy training samples predicted as their noisy label."),
-    MetricSpec("correction", "corrected noisy labels", percent=True,
+    MetricSpec("correction", "corrected noisy labels", percent=True, short="corrected",
                description="Share of noisy training samples predicted as their clean label."),
     MetricSpec("noise_rate", "realized noise rate", higher_is_better=False, percent=True,
+               short="noise",
                description="Share of training labels that differ from the clean labels."),
 )
 

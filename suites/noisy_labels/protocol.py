@@ -42,12 +42,10 @@ def protocol_of(suite: Suite) -> Protocol:
 
 def run_cells(suite: Suite, objective: Objective, variants: list[Variant], seeds: list[int], *,
               device: str = "cpu", mode: str = "auto", data_root: str | None = None,
-              download: bool = False, epochs: int | None = None,
+              download: bool = False,
               progress: Callable[[float], None] | None = None) -> list[CellResult]:
     """Every (variant, seed) cell for ``objective``, grouped by dataset into batched runs."""
     protocol = protocol_of(suite)
-    if epochs is not None:
-        protocol = Protocol(**{**protocol.__dict__, "epochs": epochs})
     results: list[CellResult] = []
     by_dataset: dict[str, list[Variant]] = {}
     for v in variants:

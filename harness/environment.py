@@ -1,0 +1,28 @@
+"""What a result records about where it was computed (reproducibility, DESIGN principle 6)."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from importlib import metadata
+
+PACKAGES = ("objective-harness", "torch", "numpy", "scipy", "scikit-learn")
+
+
+def environment(device: str = "cpu") -> dict[str, object]:
+    import torch
+
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "packages": versions,
+        "device": device if device == "cpu" else torch.cuda.get_device_name(device),
+        "torch_threads": torch.get_num_threads(),
+    }

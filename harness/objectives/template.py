@@ -1,0 +1,66 @@
+"""The objective template that ``harness new objective NAME`` writes out.
+
+``TEMPLATE`` is a complete, valid objective file (a temperature-scaled
+cross-entropy) whose docstring says what to fill in; ``render(name)`` puts the
+objective's name into it.
+"""
+
+from __future__ import annotations
+
+PLACEHOLDER = "{name}"
+
+TEMPLATE = '''\
+"""{name}: a training objective for Objective Harness (one line, shown in listings).
+
+What to fill in:
+  1. Replace this docstring with what {name} is: its formula and, if it has one,
+     its source (paper, reference code).
+  2. Replace the body of ``classification_loss`` below with your loss. The example
+     is a working temperature-scaled cross-entropy, so this file runs as it is.
+  3. Hyperparameters are the keyword-only arguments after ``*``, each with a
+     default (your recommended value). Override them without editing this file:
+         harness run suite noisy-labels --objective {name}.py --set temperature=2.0
+  4. Check the file before running anything:
+         harness validate {name}.py
+"""
+
+import torch
+import torch.nn.functional as F
+
+
+def classification_loss(
+    logits: torch.Tensor, targets: torch.Tensor, *, temperature: float = 1.0
+) -> torch.Tensor:
+    """Cross-entropy on ``logits / temperature``: ``-log softmax(z / T)_y`` per sample.
+
+    Arguments:
+        logits:  float tensor [B, C], the model's raw scores for a batch of B samples
+                 over C classes.
+        targets: long tensor [B], each sample's (possibly noisy) label in [0, C).
+        temperature: a hyperparameter; add your own the same way, after ``*``, each
+                 with a default.
+
+    Returns a per-sample loss [B], which the harness averages over the batch, or a
+    scalar, which it uses as it is.
+
+    Optional context: add any of these keyword-only arguments (no default needed)
+    and the harness passes them in; leave them out and it does not.
+        progress: float in [0, 1], the fraction of training done (for schedules).
+        index:    long tensor [B], the samples' positions in the training set.
+        state:    float tensor [N], per-sample memory for this seed, NaN until
+                  written; update it in place under ``torch.no_grad()``, e.g.
+                  ``state[index] = value``.
+
+    Write it like ``torch.nn.functional`` code: tensor operations only. Avoid
+    ``.item()``, Python branches on tensor values and random ops: they stop the
+    harness from training many seeds at once (it falls back to a slower loop).
+    """
+    return F.cross_entropy(logits / temperature, targets, reduction="none")
+'''
+
+
+def render(name: str) -> str:
+    """The template with ``name`` filled in; ``name`` must be one line without quotes."""
+    if not name.strip() or any(c in name for c in '\n\r"\\'):
+        raise ValueError(f"objective name {name!r} must be one line without quotes")
+    return TEMPLATE.replace(PLACEHOLDER, name)

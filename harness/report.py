@@ -1,0 +1,93 @@
+"""Per-variant tables with seed statistics: one place that computes what is shown.
+
+Input is tidy: one :class:`CellRow` per (objective, variant, seed). Output rows
+carry the headline's mean and 95% CI, seed and divergence counts, the comparison
+with the reference objective on paired seeds, and whether the objective is
+statistically tied with the best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness import stats
+
+
+@dataclass(frozen=True)
+class CellRow:
+    objective: str
+    variant: str
+    seed: int
+    status: str
+    metrics: dict[str, float]
+
+
+@dataclass
+class TableRow:
+    objective: str
+    seeds: int
+    diverged: int
+    failed: int
+    summary: stats.Summary
+    secondary: dict[str, float] = field(default_factory=dict)
+    vs_reference: stats.Comparison | None = None
+    tied_with_best: bool = False
+    is_reference: bool = False
+
+
+def variant_tables(rows: Iterable[CellRow], *, headline: str, higher_is_better: bool,
+                   reference: str, secondary: tuple[str, ...] = ()) -> dict[str, list[TableRow]]:
+    """{variant: rows sorted best first} from tidy cell rows."""
+    by_variant: dict[str, dict[str, list[CellRow]]] = {}
+    for r in rows:
+        by_variant.setdefault(r.variant, {}).setdefault(r.objective, []).append(r)
+    return {v: _table(objs, headline, higher_is_better, reference, secondary)
+            for v, objs in by_variant.items()}
+
+
+def _table(objs: dict[str, list[CellRow]], headline: str, higher: bool, reference: str,
+           secondary: tuple[str, ...]) -> list[TableRow]:
+    scores = {name: _scores(cells, headline) for name, cells in objs.items()}
+    rows = []
+    for name, cells in objs.items():
+        ok = [c for c in cells if c.status == "ok"]
+        row = TableRow(
+            objective=name, seeds=len(ok),
+            diverged=sum(c.status == "diverged" for c in cells),
+            failed=sum(c.status not in ("ok", "diverged") for c in cells),
+            summary=stats.summarize(list(scores[name].values())),
+            secondary={m: _mean(ok, m) for m in secondary},
+            is_reference=name == reference)
+        if reference in scores and name != reference:
+            row.vs_reference = _compare(scores[name], scores[reference], higher)
+        rows.append(row)
+    sign = 1 if higher else -1
+    finished = [r for r in rows if r.seeds]
+    if finished:
+        best = max(finished, key=lambda r: sign * r.summary.mean)
+        for r in finished:
+            cmp = _compare(scores[r.objective], scores[best.objective], higher)
+            r.tied_with_best = r is best or (cmp is not None and not cmp.distinguishable)
+    return sorted(rows, key=lambda r: (not r.seeds, -sign * r.summary.mean
+                                       if r.seeds else 0, r.objective))
+
+
+def _scores(cells: list[CellRow], metric: str) -> dict[int, float]:
+    return {c.seed: c.metrics[metric] for c in cells
+            if c.status == "ok" and metric in c.metrics and np.isfinite(c.metrics[metric])}
+
+
+def _compare(x: dict[int, float], y: dict[int, float], higher: bool) -> stats.Comparison | None:
+    common = sorted(set(x) & set(y))
+    if len(common) < 2:
+        return None
+    return stats.compare_paired([x[s] for s in common], [y[s] for s in common],
+                                higher_is_better=higher)
+
+
+def _mean(cells: list[CellRow], metric: str) -> float:
+    vals = [c.metrics[metric] for c in cells if metric in c.metrics]
+    return float(np.mean(vals)) if vals else float("nan")
