@@ -154,10 +154,11 @@ def train_members(
                 for m in newly.nonzero().flatten().tolist():
                     diverged[m] = step
                 alive &= ~newly
-                _zero_members(leaves, buffers, ~alive)
             for leaf in leaves:
                 leaf.grad = None
             torch.where(alive, losses, torch.zeros_like(losses)).sum().backward()
+            if newly.any():  # after backward: the graph still holds the old weights
+                _zero_members(leaves, buffers, newly)
             norms = _grad_norms(leaves, alive)
             _sgd_step(leaves, buffers, protocol, protocol.lr_at(step, total),
                       _clip_coefficients(norms, protocol.grad_clip))

@@ -1,0 +1,34 @@
+# Two commands on a fresh machine: `make demo` (the main job) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PG_URL := postgres://harness:harness@127.0.0.1:5432/harness
+
+.PHONY: demo full test lint bench install
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+# Every built-in baseline on four noisy-label variants, 5 seeds each (a few minutes on 2 cores).
+demo: install
+	$(BIN)/harness run suite noisy-labels --variants clean sym-0.4 sym-0.6 asym-0.4 --seeds 5
+
+# All baselines × all public variants × 5 seeds.
+full: install
+	$(BIN)/harness run suite noisy-labels --seeds 5
+
+test: install
+	bash scripts/services.sh
+	DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest -q
+	$(BIN)/ruff check .
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python bench/seed_batching.py

@@ -1,0 +1,88 @@
+"""The noisy-label suite end to end: the known effects of label noise reproduce."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness import stats
+from harness.objectives.loading import load_objective
+from suites import get_suite
+
+SUITE = get_suite("noisy-labels")
+SEEDS = [0, 1, 2, 3, 4]
+
+
+@pytest.fixture(scope="module")
+def sym04():
+    """CE and GCE on sym-0.4 with the real protocol (100 epochs, 5 seeds)."""
+    return {name: SUITE.run_cells(load_objective(name), ["sym-0.4"], SEEDS)
+            for name in ("ce", "gce")}
+
+
+def _metric(cells, name):
+    return np.array([c.metrics[name] for c in sorted(cells, key=lambda c: c.seed)])
+
+
+@pytest.mark.slow
+def test_gce_beats_ce_under_symmetric_noise(sym04):
+    ce, gce = _metric(sym04["ce"], "test_acc"), _metric(sym04["gce"], "test_acc")
+    comparison = stats.compare_paired(gce, ce)
+    assert comparison.prob_improvement >= 0.9
+    assert comparison.distinguishable
+
+
+@pytest.mark.slow
+def test_ce_memorizes_noise_late_in_training(sym04):
+    cells = sym04["ce"]
+    gap = _metric(cells, "best_test_acc") - _metric(cells, "test_acc")
+    assert gap.mean() >= 0.10
+    assert _metric(cells, "memorization").mean() > 0.5
+    assert _metric(sym04["gce"], "memorization").mean() < 0.3
+
+
+@pytest.mark.slow
+def test_cells_are_complete_and_paired(sym04):
+    for cells in sym04.values():
+        assert [c.seed for c in cells] == SEEDS
+        assert all(c.status == "ok" and c.info["mode"] == "vmap" for c in cells)
+        assert all(len(c.curves["test_acc"]) == SUITE.protocol["epochs"] for c in cells)
+    # Paired seeds: every objective saw the same noise draw for seed k.
+    assert np.array_equal(_metric(sym04["ce"], "noise_rate"), _metric(sym04["gce"], "noise_rate"))
+    assert np.allclose(_metric(sym04["ce"], "noise_rate"), 0.4, atol=0.005)
+
+
+def test_classification_loss_from_a_file_runs_on_the_suite(tmp_path):
+    path = tmp_path / "my_loss.py"
+    path.write_text("import torch.nn.functional as F\n"
+                    "def classification_loss(logits, targets, *, t: float = 2.0):\n"
+                    "    return F.cross_entropy(logits / t, targets, reduction='none')\n")
+    suite = SUITE.shortened(2)
+    cells = suite.run_cells(load_objective(str(path)), ["clean", "asym-0.2"], [0, 1])
+    assert [(c.variant, c.seed, c.status) for c in cells] == [
+        ("clean", 0, "ok"), ("clean", 1, "ok"), ("asym-0.2", 0, "ok"), ("asym-0.2", 1, "ok")]
+    assert all(0.0 <= c.metrics["test_acc"] <= 1.0 for c in cells)
+    assert "memorization" not in cells[0].metrics and "memorization" in cells[2].metrics
+
+
+def test_a_failing_objective_fails_its_cells_with_the_users_traceback(tmp_path):
+    path = tmp_path / "bad_loss.py"
+    path.write_text("def classification_loss(logits, targets):\n"
+                    "    return logits.softmax(-1).undefined_method()\n")
+    cells = SUITE.shortened(1).run_cells(load_objective(str(path)), ["clean"], [0, 1])
+    assert [c.status for c in cells] == ["failed", "failed"]
+    assert "AttributeError" in cells[0].error
+    assert "undefined_method()" in cells[0].error
+    assert "bad_loss.py" in cells[0].error
+
+
+def test_variant_hash_depends_on_protocol_and_config():
+    v = SUITE.variant("sym-0.4")
+    assert v.config_hash(SUITE) != v.config_hash(SUITE.shortened(2))
+    assert v.config_hash(SUITE) != SUITE.variant("sym-0.2").config_hash(SUITE)
+    assert v.config_hash(SUITE) == get_suite("noisy-labels").variant("sym-0.4").config_hash(SUITE)
+
+
+def test_unknown_variant_names_the_available_ones():
+    with pytest.raises(KeyError, match="sym-0.4"):
+        SUITE.variant("sym-0.9")
