@@ -94,6 +94,60 @@ def loadavg() -> str:
         return str(os.getloadavg())
 
 
+def _cpu_jiffies() -> tuple[int, int]:
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+class Others:
+    """CPU share used by *other* processes while a block runs (0.5 = one core busy)."""
+
+    share: float = float("nan")
+
+    def __enter__(self):
+        self.j0, self.o0, self.t0 = _cpu_jiffies(), _own_cpu(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        (tot1, idle1), (tot0, idle0) = _cpu_jiffies(), self.j0
+        busy = ((tot1 - tot0) - (idle1 - idle0)) / os.sysconf("SC_CLK_TCK")
+        wall = time.perf_counter() - self.t0
+        self.share = max(0.0, busy - (_own_cpu() - self.o0)) / (wall * (os.cpu_count() or 1))
+
+
+def wait_quiet(max_wait: float, threshold: float = 0.15) -> float:
+    """Wait (up to max_wait s) until other processes use < threshold of the CPUs."""
+    deadline = time.perf_counter() + max_wait
+    while True:
+        with Others() as o:
+            time.sleep(0.5)
+        if o.share < threshold or time.perf_counter() > deadline:
+            return o.share
+
+
+CLEAN = 0.15  # a measurement during which others used more CPU than this is retried
+TRIES = 3
+
+
+def clean_run(fn, quiet: float, tries: int | None = None):
+    """(fn's result, seconds, others' CPU share, attempts): retried while others were busy."""
+    tries = TRIES if tries is None else tries
+    for attempt in range(1, tries + 1):  # noqa: B007 (used after the loop)
+        wait_quiet(quiet)
+        with Others() as o:
+            t = time.perf_counter()
+            out = fn()
+            dt = time.perf_counter() - t
+        if o.share < CLEAN:
+            break
+    return out, dt, o.share, attempt
+
+
 def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
@@ -141,6 +195,8 @@ def run_processes(work: Workload, seeds: list[int], workers: int = 2) -> dict:
         t1 = time.perf_counter()
         out = pool.map(_worker_train, seeds, chunksize=1)
         t2 = time.perf_counter()
+        pool.close()
+        pool.join()  # reap the workers so their CPU time counts as ours
     out.sort(key=lambda r: r[0])
     return {"wall": t2 - t1, "wall_with_startup": t2 - t0, "startup": t1 - t0,
             "workers": len(set(pids)),
@@ -148,42 +204,47 @@ def run_processes(work: Workload, seeds: list[int], workers: int = 2) -> dict:
             "sum_member_wall": sum(o[2] for o in out)}
 
 
-def section_compare(work: Workload, seeds: list[int], repeats: int, report: dict) -> None:
+def section_compare(work: Workload, seeds: list[int], repeats: int, quiet: float,
+                    report: dict) -> None:
     print(f"\n== 1-3. {len(seeds)} seeds, {work.protocol.epochs} epochs, labels "
           f"{work.labels_name}: batched vs naive ==")
     torch.set_num_threads(THREADS)
     work.train(seeds[:2], epochs=1)  # warm-up: first-call costs are not the comparison
     times: dict[str, list[float]] = defaultdict(list)
+    others: dict[str, list[float]] = defaultdict(list)
     preds: dict[str, torch.Tensor] = {}
     extra: dict = {}
     for r in range(repeats):
         print(f"  repeat {r + 1}/{repeats}  load {loadavg()}", flush=True)
         torch.set_num_threads(THREADS)
-        t = time.perf_counter()
-        res = work.train(seeds)
-        times["batched"].append(time.perf_counter() - t)
+        res, dt, share, _ = clean_run(lambda: work.train(seeds), quiet)
+        times["batched"].append(dt)
+        others["batched"].append(share)
         preds["batched"] = res.eval_predictions[-1]
         extra["batched_train_preds"] = res.train_predictions
         extra["batched_mode"] = res.mode
 
-        t = time.perf_counter()
-        per = [work.train([s]) for s in seeds]
-        times["per_seed"].append(time.perf_counter() - t)
+        per, dt, share, _ = clean_run(lambda: [work.train([s]) for s in seeds], quiet)
+        times["per_seed"].append(dt)
+        others["per_seed"].append(share)
         preds["per_seed"] = torch.cat([p.eval_predictions[-1] for p in per])
         extra["per_seed_train_preds"] = torch.cat([p.train_predictions for p in per])
 
-        t = time.perf_counter()
-        res = work.train(seeds, mode="loop")
-        times["loop_mode"].append(time.perf_counter() - t)
+        res, dt, share, _ = clean_run(lambda: work.train(seeds, mode="loop"), quiet)
+        times["loop_mode"].append(dt)
+        others["loop_mode"].append(share)
         preds["loop_mode"] = res.eval_predictions[-1]
 
-        proc = run_processes(work, seeds)
+        proc, _, share, _ = clean_run(lambda: run_processes(work, seeds), quiet)
+        others["processes"].append(share)
         torch.set_num_threads(THREADS)
         times["processes"].append(proc["wall"])
         times["processes_with_startup"].append(proc["wall_with_startup"])
         preds["processes"] = proc["preds"]
         extra["process_workers"] = proc["workers"]
         print("    " + "  ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
+        print("    other processes' CPU share during each: "
+              + "  ".join(f"{k} {v[-1]:.0%}" for k, v in others.items()), flush=True)
 
     b = med(times["batched"])
     print(f"  batched (1 call, {len(seeds)} members, vmap, {THREADS} thr) "
@@ -208,6 +269,7 @@ def section_compare(work: Workload, seeds: list[int], repeats: int, report: dict
         "times_s": dict(times), "median_s": {k: med(v) for k, v in times.items()},
         "ratio_vs_batched": {k: med(v) / b for k, v in times.items() if k != "batched"},
         "agreement_with_batched": agreement, "mode": extra["batched_mode"],
+        "others_cpu_share": dict(others),
     }
 
 
@@ -256,20 +318,22 @@ def analytic_flops(sizes, members, n_train, n_eval, epochs) -> dict:
             "total": train + evals + final}
 
 
-def section_flops(work: Workload, seeds: list[int], report: dict) -> None:
+def section_flops(work: Workload, seeds: list[int], quiet: float, report: dict) -> None:
     print(f"\n== 4a. achieved FLOP/s vs measured matmul FLOP/s ({THREADS} threads) ==")
     torch.set_num_threads(THREADS)
     print(f"  load {loadavg()}")
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    t_mm = time_op(lambda: a @ b)
+    t_mm, _, mm_share, _ = clean_run(lambda: time_op(lambda: a @ b), quiet)
     mm = 2 * 1024 ** 3 / t_mm
     M, B = len(seeds), work.protocol.batch_size
     sizes = work.sizes()
-    print(f"  mm 1024x1024 @ 1024x1024              {mm / 1e9:8.1f} GFLOP/s")
+    print(f"  mm 1024x1024 @ 1024x1024              {mm / 1e9:8.1f} GFLOP/s   "
+          f"(others' CPU share {mm_share:.0%})")
     bmm_rows, step_mm_time, step_mm_flops = [], 0.0, 0
     for name, sa, sb in step_matmuls(sizes, M, B):
         x, y = torch.randn(*sa), torch.randn(*sb)
-        t = time_op(lambda x=x, y=y: torch.bmm(x, y), min_time=0.15)
+        t, _, _, _ = clean_run(lambda x=x, y=y: time_op(lambda: torch.bmm(x, y), min_time=0.15),
+                               quiet)
         fl = 2 * sa[0] * sa[1] * sa[2] * sb[2]
         step_mm_time += t
         step_mm_flops += fl
@@ -323,6 +387,8 @@ VARIANTS: dict[str, tuple[frozenset, str]] = {
     "sgd_fused": (frozenset({"sgd_fused"}), "torch.optim.SGD(fused=True)"),
     "grad_and_value": (frozenset({"gv"}), "vmap(grad_and_value(loss)) instead of .backward()"),
     "bmm_model": (frozenset({"bmm_model"}), "hand-stacked baddbmm MLP, vmap only the loss"),
+    "easy": (frozenset({"grad_none", "foreach_clip", "sgd_fused", "pregather"}),
+             "grad_none + foreach_clip + sgd_fused + pregather (small edits)"),
     "fused_update": (frozenset({"gv", "fused_update"}),
                      "grad_and_value + clip folded into foreach momentum/update"),
     "best_eager": (frozenset({"gv", "fused_update", "pregather", "nosync"}),
@@ -556,14 +622,20 @@ def train_copy(work: Workload, seeds: list[int], opts: frozenset = frozenset(),
 
 
 def section_profile(work: Workload, seeds: list[int], epochs: int, repeats: int,
-                    report: dict) -> None:
+                    quiet: float, report: dict) -> None:
     print(f"\n== 4b. where the batched step spends its time ({len(seeds)} members, "
           f"{epochs} epochs, timed copy of the step) ==")
     torch.set_num_threads(THREADS)
     print(f"  load {loadavg()}")
     real = work.train(seeds, epochs=epochs)
     train_copy(work, seeds, epochs=1)  # warm-up
-    runs = [train_copy(work, seeds, epochs=epochs) for _ in range(repeats)]
+    runs, shares = [], []
+    for _ in range(repeats):
+        out, _, share, _ = clean_run(lambda: train_copy(work, seeds, epochs=epochs), quiet)
+        runs.append(out)
+        shares.append(share)
+    print("  other processes' CPU share during the runs: "
+          + " ".join(f"{s:.0%}" for s in shares))
     same = agree(real.eval_predictions, runs[0]["eval_predictions"])
     same_loss = bool(torch.equal(real.loss_curve, runs[0]["loss_curve"]))
     print(f"  copy vs harness train_members: identical eval predictions {same:.5f}, "
@@ -590,8 +662,15 @@ def section_profile(work: Workload, seeds: list[int], epochs: int, repeats: int,
               f"passes over stacked parameters, autograd/functorch and Python dispatch")
     # operator-level view from torch.profiler, one epoch
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        r = train_copy(work, seeds, epochs=1)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # kineto prints start/stop lines on fd 2
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            r = train_copy(work, seeds, epochs=1)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
     events = prof.key_averages()
     n_ops = sum(e.count for e in events if e.key.startswith("aten::"))
     top = sorted((e for e in events if e.key.startswith("aten::")),
@@ -609,11 +688,12 @@ def section_profile(work: Workload, seeds: list[int], epochs: int, repeats: int,
     report["profile"] = {"epochs": epochs, "steps": steps, "phase_s": per,
                          "phase_ms_per_step": {k: v / steps * 1e3 for k, v in per.items()},
                          "step_ms": step_total / steps * 1e3, "copy_identical": same,
-                         "aten_ops_per_step": n_ops / r["steps"], "top_ops": ops}
+                         "aten_ops_per_step": n_ops / r["steps"], "top_ops": ops,
+                         "others_cpu_share": shares}
 
 
 def section_variants(work: Workload, seeds: list[int], epochs: int, repeats: int,
-                     names: list[str], report: dict) -> None:
+                     names: list[str], quiet: float, report: dict) -> None:
     print(f"\n== 5. step variants ({len(seeds)} members, {epochs} epochs, median of {repeats}, "
           f"interleaved) ==")
     torch.set_num_threads(THREADS)
@@ -632,12 +712,24 @@ def section_variants(work: Workload, seeds: list[int], epochs: int, repeats: int
             names = [n for n in names if n != "compile"]
     for name in names:  # warm-up (first-call costs; compile is already compiled)
         train_copy(work, seeds, VARIANTS[name][0], epochs=1, compiled=compiled)
-    for _ in range(repeats):
+    shares = []
+
+    def one_round() -> dict:
+        outs = {}
         for name in names:
             t = time.perf_counter()
-            out = train_copy(work, seeds, VARIANTS[name][0], epochs=epochs, compiled=compiled)
-            out["wall"] = time.perf_counter() - t
+            outs[name] = train_copy(work, seeds, VARIANTS[name][0], epochs=epochs,
+                                    compiled=compiled)
+            outs[name]["wall"] = time.perf_counter() - t
+        return outs
+
+    for _ in range(repeats):
+        outs, _, share, _ = clean_run(one_round, quiet)
+        for name, out in outs.items():
             results[name].append(out)
+        shares.append(share)
+    print("  other processes' CPU share during each round: "
+          + " ".join(f"{s:.0%}" for s in shares))
     base = results["baseline"]
     base_step = med([_step_s(o) for o in base]) / base[0]["steps"]
     base_wall = med([o["wall"] for o in base])
@@ -654,7 +746,8 @@ def section_variants(work: Workload, seeds: list[int], epochs: int, repeats: int
         rows[name] = {"step_ms": step * 1e3, "step_speedup": base_step / step, "wall_s": wall,
                       "wall_speedup": base_wall / wall, "agreement_with_baseline": same,
                       "step_ms_all": [_step_s(o) / o["steps"] * 1e3 for o in outs]}
-    report["variants"] = {"epochs": epochs, "rows": rows, "compile_first_epoch_s": compile_s}
+    report["variants"] = {"epochs": epochs, "rows": rows, "compile_first_epoch_s": compile_s,
+                          "others_cpu_share": shares}
 
 
 def _step_s(out: dict) -> float:
@@ -665,18 +758,30 @@ def _step_s(out: dict) -> float:
 # --------------------------------------------------------------------------- 6: sweep
 
 def section_sweep(work: Workload, sizes: list[int], epochs: int, repeats: int,
-                  report: dict) -> None:
+                  quiet: float, report: dict) -> None:
     print(f"\n== 6. batching sweep ({epochs} epochs, harness train_members, vmap, "
           f"{THREADS} threads, median of {repeats}) ==")
     torch.set_num_threads(THREADS)
     print(f"  load {loadavg()}")
     work.train([0], epochs=1)
     times: dict[int, list[float]] = defaultdict(list)
-    for _ in range(repeats):
+    shares = []
+
+    def one_round() -> dict:
+        out = {}
         for s in sizes:
             t = time.perf_counter()
             work.train(list(range(s)), epochs=epochs)
-            times[s].append(time.perf_counter() - t)
+            out[s] = time.perf_counter() - t
+        return out
+
+    for _ in range(repeats):
+        out, _, share, _ = clean_run(one_round, quiet)
+        for s, dt in out.items():
+            times[s].append(dt)
+        shares.append(share)
+    print("  other processes' CPU share during each round: "
+          + " ".join(f"{s:.0%}" for s in shares))
     steps = epochs * math.ceil(len(work.x) / work.protocol.batch_size)
     base = med(times[sizes[0]]) / sizes[0]
     ref = f"vs S={sizes[0]}"
@@ -688,12 +793,13 @@ def section_sweep(work: Workload, sizes: list[int], epochs: int, repeats: int,
               f"{base / (w / s):7.2f}x")
         rows[s] = {"wall_s": w, "ms_per_step": w / steps * 1e3,
                    "ms_per_member_epoch": w / s / epochs * 1e3, "all_s": times[s]}
-    report["sweep"] = {"epochs": epochs, "rows": rows}
+    report["sweep"] = {"epochs": epochs, "rows": rows, "others_cpu_share": shares}
 
 
 # ---------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> dict:
+    global TRIES
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--epochs", type=int, default=100, help="epochs for sections 1-4 (100)")
     ap.add_argument("--seeds", type=int, default=16, help="members / seeds (16)")
@@ -710,9 +816,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--variant-epochs", type=int, default=20)
     ap.add_argument("--sweep", default="1,4,16,35,64")
     ap.add_argument("--sweep-epochs", type=int, default=10)
+    ap.add_argument("--quiet-wait", type=float, default=30.0, metavar="S",
+                    help="before each measurement wait up to S s for other processes to "
+                         "use < 15%% of the CPUs (0: don't wait)")
+    ap.add_argument("--tries", type=int, default=TRIES,
+                    help=f"retry a measurement during which others used > {CLEAN:.0%} of "
+                         f"the CPUs, up to this many times ({TRIES})")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     args = ap.parse_args(argv)
 
+    TRIES = max(1, args.tries)
     torch.set_num_threads(THREADS)
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     sweep = [int(s) for s in args.sweep.split(",")] if "sweep" in sections else []
@@ -729,11 +842,12 @@ def main(argv: list[str] | None = None) -> dict:
           f"(other processes on the machine distort every number below)")
     t0 = time.perf_counter()
     if "compare" in sections:
-        section_compare(work, seeds, args.repeats, report)
+        section_compare(work, seeds, args.repeats, args.quiet_wait, report)
     if "flops" in sections:
-        section_flops(work, seeds, report)
+        section_flops(work, seeds, args.quiet_wait, report)
     if "profile" in sections:
-        section_profile(work, seeds, args.profile_epochs, args.repeats, report)
+        section_profile(work, seeds, args.profile_epochs, args.repeats, args.quiet_wait,
+                        report)
     if "variants" in sections:
         names = list(VARIANTS) if args.variant == "all" else \
             ["baseline"] + [v for v in args.variant.split(",") if v != "baseline"]
@@ -742,9 +856,10 @@ def main(argv: list[str] | None = None) -> dict:
         unknown = [n for n in names if n not in VARIANTS]
         if unknown:
             ap.error(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
-        section_variants(work, seeds, args.variant_epochs, args.repeats, names, report)
+        section_variants(work, seeds, args.variant_epochs, args.repeats, names,
+                         args.quiet_wait, report)
     if "sweep" in sections:
-        section_sweep(work, sweep, args.sweep_epochs, args.repeats, report)
+        section_sweep(work, sweep, args.sweep_epochs, args.repeats, args.quiet_wait, report)
     report["load_end"] = loadavg()
     report["bench_wall_s"] = time.perf_counter() - t0
     print(f"\nload at end {loadavg()}, bench took {report['bench_wall_s']:.0f}s")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -179,7 +180,8 @@ def _print_tables(suite, variants, versions, args) -> int:
                             reference=suite.reference, secondary=secondary)
     order = [v for v in (variants or [v.name for v in suite.variants]) if v in tables]
     if args.json:
-        print(json.dumps(_tables_json(suite, order, tables), indent=1))
+        print(json.dumps(_finite_or_null(_tables_json(suite, order, tables)), indent=1,
+                         allow_nan=False))
         return 0
     from harness.tables import render_tables
 
@@ -200,6 +202,17 @@ def _tables_json(suite, order, tables) -> dict:
             "distinguishable": r.vs_reference.distinguishable if r.vs_reference else None,
         } for r in tables[v]]
     return out
+
+
+def _finite_or_null(value):
+    """NaN/inf (a metric that does not apply, the mean of no seeds) become null: valid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(v) for v in value]
+    return value
 
 
 # --- ls, validate, new ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Shared fixtures (the PostgreSQL default is set in the root conftest.py)."""
+"""Shared fixtures (storage tests use the PostgreSQL of webapp/settings_test.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,20 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+
+def cli_environment(home: Path) -> dict[str, str]:
+    """Environment for a `harness` subprocess on the embedded default (SQLite under ``home``).
+
+    pytest-django exports DJANGO_SETTINGS_MODULE=webapp.settings_test (PostgreSQL) into
+    os.environ; a CLI subprocess must not inherit it, nor DATABASE_URL.
+    """
+    dropped = ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env["HARNESS_HOME"] = str(home)
+    env["HARNESS_THREADS"] = "2"
+    return env
 
 
 @pytest.fixture
 def cli_env(tmp_path: Path) -> dict[str, str]:
-    """Environment for a `harness` subprocess on the embedded default (SQLite in tmp)."""
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env["HARNESS_HOME"] = str(tmp_path / "home")
-    env["HARNESS_THREADS"] = "2"
-    return env
+    return cli_environment(tmp_path / "home")

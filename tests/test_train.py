@@ -159,7 +159,7 @@ def test_fused_sgd_matches_torch_sgd_with_per_member_clipping():
                 p.grad = grads[k][m].clone()
             torch.nn.utils.clip_grad_norm_(ref.parameters(), 5.0)
             opt.step()
-        for leaf, (k, p) in zip(leaves, ref.named_parameters(), strict=True):
+        for leaf, p in zip(leaves, ref.parameters(), strict=True):
             torch.testing.assert_close(leaf[m].detach(), p.detach(), rtol=1e-5, atol=1e-6)
 
 

@@ -1,0 +1,385 @@
+"""End to end: the real `harness` command in subprocesses, on the embedded SQLite default.
+
+Every run uses the smoke-run protocol (``--epochs 2``, stored as suite version
+"1.0+e2") with few seeds and variants; nothing is mocked. The database is read
+directly with ``sqlite3`` at ``$HARNESS_HOME/harness.sqlite3``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.objectives.builtin import BUILTIN_NAMES
+from suites import get_suite
+from tests.conftest import cli_environment
+
+CLI = [sys.executable, "-m", "harness.cli"]
+SMOKE = "1.0+e2"
+FINAL = ("ok", "diverged", "failed", "timeout")
+MAIN_RUN = ["run", "suite", "noisy-labels", "-o", "gce", "--variants", "sym-0.4", "clean",
+            "--seeds", "2", "--epochs", "2"]
+NO_RESULTS = "no stored results for noisy-labels yet"
+
+
+def harness(*args: str, env: dict[str, str], cwd: Path,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def strict_json(text: str):
+    """json.loads that refuses NaN/Infinity, which are not JSON."""
+    def reject(token: str):
+        raise ValueError(f"not valid JSON: {token}")
+    return json.loads(text, parse_constant=reject)
+
+
+def query(env: dict[str, str], sql: str, *params, missing_ok: bool = False) -> list[tuple]:
+    path = Path(env["HARNESS_HOME"]) / "harness.sqlite3"
+    if not path.exists():
+        assert missing_ok, f"no embedded database at {path}: did the run use another one?"
+        return []
+    con = sqlite3.connect(path, timeout=30)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
+def cells(env: dict[str, str], missing_ok: bool = False) -> list[dict]:
+    rows = query(env, """
+        SELECT c.id, v.label, c.variant, c.seed, c.status, c.suite_version, c.attempts,
+               c.finished_at, c.error, c.diverged_step
+        FROM webapp_cell c JOIN webapp_objectiveversion v ON c.version_id = v.id
+        ORDER BY c.id""", missing_ok=missing_ok)
+    keys = ("id", "label", "variant", "seed", "status", "suite_version", "attempts",
+            "finished_at", "error", "diverged_step")
+    return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def write(path: Path, source: str) -> Path:
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+@pytest.fixture
+def env(cli_env) -> dict[str, str]:
+    return cli_env
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One home holding the 8 cells of MAIN_RUN (trained once for several tests)."""
+    root = tmp_path_factory.mktemp("shared")
+    env = cli_environment(root / "home")
+    proc = harness(*MAIN_RUN, "--json", env=env, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return SimpleNamespace(env=env, cwd=root, proc=proc, cells=cells(env))
+
+
+def first_run_cells(env: dict[str, str]) -> list[dict]:
+    return [c for c in cells(env) if c["label"] in ("ce", "gce")
+            and c["suite_version"] == SMOKE and c["variant"] in ("sym-0.4", "clean")]
+
+
+# --- ls ------------------------------------------------------------------------------
+
+
+def test_ls_lists_variants_and_builtins_without_torch(env, tmp_path):
+    code = ("import sys; from harness.cli import main; rc = main(['ls']); "
+            "print('TORCH', 'torch' in sys.modules); print('RC', rc)")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for v in get_suite("noisy-labels").variants:
+        assert v.name in out
+    assert len(BUILTIN_NAMES) == 15
+    for name in BUILTIN_NAMES:
+        assert f"  {name} " in out
+    assert "TORCH False" in out
+    assert "RC 0" in out
+
+
+# --- run suite -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_run_json_stores_every_cell(shared):
+    report = strict_json(shared.proc.stdout)  # progress and notes went to stderr
+    assert report["suite_version"] == SMOKE
+    assert list(report["variants"]) == ["sym-0.4", "clean"]
+    for rows in report["variants"].values():
+        assert {r["objective"] for r in rows} == {"gce", "ce"}  # ce added as the reference
+        assert all(r["seeds"] == 2 and r["diverged"] == 0 and r["failed"] == 0 for r in rows)
+        gce = next(r for r in rows if r["objective"] == "gce")
+        assert gce["p_improvement"] is not None
+
+    stored = shared.cells
+    assert len(stored) == 8
+    assert {(c["label"], c["variant"], c["seed"]) for c in stored} == {
+        (o, v, s) for o in ("ce", "gce") for v in ("sym-0.4", "clean") for s in (0, 1)}
+    assert all(c["status"] == "ok" and c["suite_version"] == SMOKE and c["attempts"] == 1
+               and c["diverged_step"] is None for c in stored)
+
+    for c in stored:
+        metrics = dict(query(shared.env, "SELECT name, value FROM webapp_metric "
+                                         "WHERE cell_id = ?", c["id"]))
+        assert {"test_acc", "best_test_acc", "noise_rate", "train_acc_clean"} <= set(metrics)
+        assert 0.0 <= metrics["test_acc"] <= 1.0
+        if c["variant"] == "sym-0.4":
+            assert {"memorization", "correction"} <= set(metrics)
+            assert metrics["noise_rate"] == pytest.approx(0.4)
+        else:
+            assert metrics["noise_rate"] == 0.0
+        curves = {name: json.loads(values) for name, values in query(
+            shared.env, 'SELECT name, "values" FROM webapp_curve WHERE cell_id = ?', c["id"])}
+        assert set(curves) >= {"test_acc", "train_loss", "grad_norm"}
+        assert all(len(curves[k]) == 2 for k in ("test_acc", "train_loss", "grad_norm"))
+
+
+@pytest.mark.slow
+def test_rerun_skips_stored_cells_and_force_reruns_them(shared):
+    before = {c["id"]: c for c in first_run_cells(shared.env)}
+    assert len(before) == 8
+
+    again = harness(*MAIN_RUN, "--json", env=shared.env, cwd=shared.cwd)
+    assert again.returncode == 0, again.stderr
+    assert "8 cells already stored" in again.stderr
+    strict_json(again.stdout)
+    after = {c["id"]: c for c in first_run_cells(shared.env)}
+    assert after.keys() == before.keys()
+    for cid, c in after.items():
+        assert c["attempts"] == 1
+        assert c["finished_at"] == before[cid]["finished_at"]
+
+    forced = harness(*MAIN_RUN, "--force", "--json", env=shared.env, cwd=shared.cwd)
+    assert forced.returncode == 0, forced.stderr
+    assert "already stored" not in forced.stderr
+    rerun = {c["id"]: c for c in first_run_cells(shared.env)}
+    assert rerun.keys() == before.keys()  # replaced in place, never duplicated
+    assert all(c["attempts"] == 2 and c["status"] == "ok" for c in rerun.values())
+    assert all(c["finished_at"] != before[cid]["finished_at"] for cid, c in rerun.items())
+
+
+def test_human_readable_table(shared):
+    proc = harness(*MAIN_RUN, env=shared.env, cwd=shared.cwd)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "already stored" in out
+    assert "noisy-labels v1.0+e2 · sym-0.4" in out
+    assert "noisy-labels v1.0+e2 · clean" in out
+    for text in ("ce (ref)", "gce", "P(>ce)", "mean [95% CI]"):
+        assert text in out
+
+
+def test_syntax_error_in_objective_file(env, tmp_path):
+    write(tmp_path / "broken.py", """\
+        def classification_loss(logits, targets:
+            return logits.sum(-1)
+        """)
+    proc = harness("run", "suite", "noisy-labels", "-o", "broken.py", "--variants", "clean",
+                   "--seeds", "1", "--epochs", "2", env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "syntax error in broken.py at line" in proc.stderr
+    assert "harness validate" in proc.stderr
+    assert cells(env, missing_ok=True) == []
+    assert query(env, "SELECT id FROM webapp_objective WHERE slug = 'broken'",
+                 missing_ok=True) == []
+
+
+def test_unknown_hyperparameter_lists_known_ones(env, tmp_path):
+    proc = harness("run", "suite", "noisy-labels", "-o", "gce", "--set", "nope=1",
+                   "--variants", "clean", "--seeds", "1", "--epochs", "2",
+                   env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "unknown hyperparameter 'nope'" in proc.stderr
+    assert "this objective has: q" in proc.stderr
+    assert cells(env, missing_ok=True) == []
+
+
+def test_objective_that_raises_is_stored_as_failed(env, tmp_path):
+    write(tmp_path / "failing.py", """\
+        import torch.nn.functional as F
+
+
+        def classification_loss(logits, targets, *, progress):
+            if progress > 0.3:
+                raise RuntimeError("custom failure 42")
+            return F.cross_entropy(logits, targets, reduction="none")
+        """)
+    proc = harness("run", "suite", "noisy-labels", "-o", "failing.py", "--variants", "sym-0.4",
+                   "--seeds", "2", "--epochs", "2", env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr  # a failure is a result, not a crash
+    assert "failing: 2 cells failed" in proc.stdout
+    assert "custom failure 42" in proc.stdout
+
+    stored = cells(env)
+    failed = [c for c in stored if c["label"] == "failing"]
+    assert len(failed) == 2
+    for c in failed:
+        assert c["status"] == "failed"
+        assert "RuntimeError: custom failure 42" in c["error"]
+        assert 'raise RuntimeError("custom failure 42")' in c["error"]  # the user's line
+        assert "failing.py" in c["error"]
+    assert query(env, "SELECT COUNT(*) FROM webapp_metric WHERE cell_id IN "
+                          f"({','.join(str(c['id']) for c in failed)})") == [(0,)]
+    assert sorted(c["status"] for c in stored if c["label"] == "ce") == ["ok", "ok"]
+
+
+def test_nan_loss_is_stored_as_diverged(env, tmp_path):
+    write(tmp_path / "nan_late.py", """\
+        import torch.nn.functional as F
+
+
+        def classification_loss(logits, targets, *, progress):
+            loss = F.cross_entropy(logits, targets, reduction="none")
+            if progress > 0.5:
+                return loss * float("nan")
+            return loss
+        """)
+    proc = harness("run", "suite", "noisy-labels", "-o", "nan_late.py", "--variants", "sym-0.4",
+                   "--seeds", "2", "--epochs", "2", "--json", env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "nan_late: 2 seeds diverged" in proc.stderr
+    rows = {r["objective"]: r for r in strict_json(proc.stdout)["variants"]["sym-0.4"]}
+    assert rows["nan_late"]["diverged"] == 2
+    assert rows["nan_late"]["seeds"] == 0
+    assert rows["nan_late"]["mean"] is None  # no finished seed: null, not NaN
+    assert rows["ce"]["diverged"] == 0 and rows["ce"]["seeds"] == 2
+
+    diverged = [c for c in cells(env) if c["label"] == "nan_late"]
+    assert len(diverged) == 2
+    steps_per_epoch = 16  # 1000 training samples, batch 64
+    for c in diverged:
+        assert c["status"] == "diverged"
+        # first step with progress > 0.5, in the second of two epochs
+        assert c["diverged_step"] is not None
+        assert steps_per_epoch <= c["diverged_step"] < 2 * steps_per_epoch
+        names = {n for (n,) in query(env, "SELECT name FROM webapp_metric "
+                                              "WHERE cell_id = ?", c["id"])}
+        assert "test_acc" not in names  # a frozen model's accuracy is not a result
+
+
+def test_set_stores_a_separate_labelled_version(shared):
+    proc = harness("run", "suite", "noisy-labels", "-o", "gce", "--set", "q=0.5",
+                   "--variants", "clean", "--seeds", "2", "--epochs", "2", "--json",
+                   env=shared.env, cwd=shared.cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 cells already stored" in proc.stderr  # ce's, from the shared run
+    rows = strict_json(proc.stdout)["variants"]["clean"]
+    assert {r["objective"] for r in rows} == {"ce", "gce(q=0.5)"}
+
+    versions = query(shared.env, """
+        SELECT v.label, v.hyperparameters, v.key FROM webapp_objectiveversion v
+        JOIN webapp_objective o ON v.objective_id = o.id WHERE o.slug = 'gce'""")
+    by_label = {label: (json.loads(hp), key) for label, hp, key in versions}
+    assert set(by_label) == {"gce", "gce(q=0.5)"}
+    assert by_label["gce"][0] == {"q": 0.7}
+    assert by_label["gce(q=0.5)"][0] == {"q": 0.5}
+    assert by_label["gce"][1] != by_label["gce(q=0.5)"][1]
+    new = [c for c in cells(shared.env) if c["label"] == "gce(q=0.5)"]
+    assert sorted((c["variant"], c["seed"], c["status"]) for c in new) == [
+        ("clean", 0, "ok"), ("clean", 1, "ok")]
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_finished_groups_only(env, tmp_path):
+    # The second objective sleeps in its hook, so SIGINT surely lands while it trains.
+    write(tmp_path / "slow.py", """\
+        import time
+
+        import torch.nn.functional as F
+
+
+        def classification_loss(logits, targets):
+            time.sleep(0.5)
+            return F.cross_entropy(logits, targets, reduction="none")
+        """)
+    proc = subprocess.Popen(
+        [*CLI, "run", "suite", "noisy-labels", "-o", "slow.py", "--variants", "sym-0.4",
+         "--seeds", "2", "--epochs", "2", "--json"],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if len([c for c in cells(env, True) if c["label"] == "ce"]) == 2:
+                    break
+            except sqlite3.OperationalError:  # not migrated yet, or locked by the writer
+                pass
+            time.sleep(0.1)
+        assert proc.poll() is None, f"exited early: {proc.communicate()}"
+        assert len([c for c in cells(env) if c["label"] == "ce"]) == 2, "ce never stored"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert out == ""  # no tables after an interrupt
+    stored = cells(env)
+    assert sorted((c["label"], c["seed"]) for c in stored) == [("ce", 0), ("ce", 1)]
+    assert all(c["status"] in FINAL for c in stored)
+    assert query(env, "SELECT COUNT(*) FROM webapp_cell WHERE status NOT IN "
+                          "('ok', 'diverged', 'failed', 'timeout')") == [(0,)]
+
+
+# --- new objective, validate ---------------------------------------------------------
+
+
+def test_new_objective_then_validate(env, tmp_path):
+    proc = harness("new", "objective", "my_loss", env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    path = tmp_path / "my_loss.py"
+    assert path.is_file()
+    assert "wrote my_loss.py" in proc.stdout
+    text = path.read_text()
+
+    ok = harness("validate", "my_loss.py", env=env, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "OK: my_loss" in ok.stdout
+
+    again = harness("new", "objective", "my_loss", env=env, cwd=tmp_path)
+    assert again.returncode == 2
+    assert "exists; not overwriting" in again.stderr
+    assert path.read_text() == text
+
+    write(tmp_path / "bad_sig.py", """\
+        def classification_loss(logits):
+            return logits.logsumexp(-1)
+        """)
+    bad = harness("validate", "bad_sig.py", env=env, cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "classification_loss must take (logits, targets)" in bad.stdout
+    assert "it takes (logits)" in bad.stdout
+    assert "FAILED: bad_sig.py" in bad.stdout
+
+
+# --- results -------------------------------------------------------------------------
+
+
+def test_results_on_empty_home(env, tmp_path):
+    proc = harness("results", "noisy-labels", env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert NO_RESULTS in proc.stdout
+
+
+def test_results_never_show_smoke_runs(shared):
+    # Only the real protocol's suite version ("1.0") is shown: smoke runs stay apart.
+    assert shared.cells  # the home does hold "1.0+e2" cells
+    proc = harness("results", "noisy-labels", env=shared.env, cwd=shared.cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert NO_RESULTS in proc.stdout
