@@ -130,7 +130,11 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         for obj, version, todo in plan:
             if not todo:
                 continue
-            results = suite.run_cells(obj, todo, seeds, progress=advance(obj.label), **options)
+            try:
+                results = suite.run_cells(obj, todo, seeds, progress=advance(obj.label),
+                                          **options)
+            except FileNotFoundError as exc:  # a real dataset that is not there
+                return _fail(str(exc))
             storage.store_results(version, suite, results, env)
             _report_problems(obj.label, results, args)
     return _print_tables(suite, variants, versions, args)

@@ -383,3 +383,12 @@ def test_results_never_show_smoke_runs(shared):
     proc = harness("results", "noisy-labels", env=shared.env, cwd=shared.cwd)
     assert proc.returncode == 0, proc.stderr
     assert NO_RESULTS in proc.stdout
+
+
+def test_missing_real_dataset_is_a_clear_error_not_a_traceback(env, tmp_path):
+    proc = harness("run", "suite", "noisy-labels", "-o", "ce", "--variants", "mnist/sym-0.4",
+                   "--seeds", "1", "--epochs", "1", "--data-root", str(tmp_path / "data"),
+                   env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--download" in proc.stderr and str(tmp_path / "data") in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -86,3 +86,33 @@ def test_variant_hash_depends_on_protocol_and_config():
 def test_unknown_variant_names_the_available_ones():
     with pytest.raises(KeyError, match="sym-0.4"):
         SUITE.variant("sym-0.9")
+
+
+def test_real_data_variants_run_end_to_end_on_fixture_files(tmp_path):
+    """MNIST and CIFAR-10(N) variants through the suite, on small files in the real formats."""
+    from tests.test_real_data import make_cifar10, make_cifar10n, make_mnist
+
+    mnist = make_mnist(tmp_path, n_train=40, n_test=10)
+    make_cifar10(tmp_path, per_batch=4, n_test=6)
+    human = make_cifar10n(tmp_path / "CIFAR-10_human.pt", n=20)
+    suite = SUITE.shortened(1)
+    variants = ["mnist/sym-0.4", "cifar10/sym-0.4", "cifar10n/worst"]
+    cells = suite.run_cells(load_objective("ce"), variants, [0, 1], data_root=str(tmp_path))
+    assert [(c.variant, c.status) for c in cells] == [(v, "ok") for v in variants for _ in "ab"]
+    by_variant = {c.variant: c for c in cells}
+    assert by_variant["mnist/sym-0.4"].metrics["noise_rate"] == pytest.approx(
+        int(int(0.4 * 40) / 10) * 10 / 40)
+    # CIFAR-10N labels come from the file, not from a seed.
+    from harness.data.real import load_cifar10
+    clean = load_cifar10(tmp_path).y_train
+    assert by_variant["cifar10n/worst"].metrics["noise_rate"] == pytest.approx(
+        float(np.mean(human["worse_label"] != clean)))
+    assert len(mnist["train_y"]) == 40
+
+
+def test_missing_real_data_says_where_to_put_it(tmp_path):
+    from harness.data.real import DatasetMissing
+
+    with pytest.raises(DatasetMissing, match="--download"):
+        SUITE.shortened(1).run_cells(load_objective("ce"), ["mnist/sym-0.4"], [0],
+                                     data_root=str(tmp_path))
