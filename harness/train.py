@@ -25,6 +25,8 @@ from torch.func import functional_call, vmap
 from harness import seeding
 
 LossFn = Callable[..., Tensor]
+# One member's loss from its parameters and batch: (params, xb, yb, index, state, progress).
+MemberLoss = Callable[[dict[str, Tensor], Tensor, Tensor, Tensor, Tensor, float], Tensor]
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def epoch_orders(seeds: list[int], n: int, epochs: int) -> Tensor:
 
 def train_members(
     model: nn.Module,
-    loss_fn: LossFn,
+    loss_fn: LossFn | None,
     x: Tensor,
     labels: Tensor,
     seeds: list[int],
@@ -101,12 +103,17 @@ def train_members(
     mode: str = "auto",
     device: str = "cpu",
     on_epoch: Callable[[int, int], None] | None = None,
+    member_loss: MemberLoss | None = None,
 ) -> TrainResult:
     """Train one member per row of ``labels`` ([M, N]) with ``seeds[m]``'s init and order.
 
     ``loss_fn(logits, targets, progress=, index=, state=)`` returns a per-sample [B]
-    or scalar loss for one member. ``mode`` is "auto", "vmap" or "loop".
+    or scalar loss for one member. A suite whose loss needs more than the logits
+    (certified training: bounds from the parameters) passes ``member_loss`` instead.
+    ``mode`` is "auto", "vmap" or "loop".
     """
+    if member_loss is None:
+        member_loss = classification_member_loss(model, loss_fn)
     start = time.perf_counter()
     members, n = labels.shape
     x, labels = x.to(device), labels.to(device)
@@ -124,7 +131,7 @@ def train_members(
     loss_curve = torch.zeros(members, protocol.epochs)
     grad_curve = torch.zeros(members, protocol.epochs)
     eval_preds = []
-    step_fn = _vmapped_step(model, loss_fn) if mode != "loop" else None
+    step_fn = _vmapped_step(member_loss) if mode != "loop" else None
     fallback_reason = ""
 
     step = 0
@@ -146,7 +153,7 @@ def train_members(
                     step_fn, fallback_reason = None, _describe(exc)
             if step_fn is None:
                 try:
-                    losses = _loop_step(model, loss_fn, params, xb, yb, index, state, progress)
+                    losses = _loop_step(member_loss, params, xb, yb, index, state, progress)
                 except Exception as exc:
                     raise ObjectiveRuntimeError(_describe(exc)) from exc
             newly = ~torch.isfinite(losses) & alive
@@ -194,21 +201,27 @@ def predict(model: nn.Module, params: dict[str, Tensor], inputs: Tensor,
     return torch.cat(parts, dim=1)
 
 
-def _vmapped_step(model: nn.Module, loss_fn: LossFn) -> Callable[..., Tensor]:
+def classification_member_loss(model: nn.Module, loss_fn: LossFn) -> MemberLoss:
+    """The member loss of a classification hook: ``loss_fn(model(xb), yb, ...)``."""
     def member_loss(p, xb, yb, index, state, progress):
         logits = functional_call(model, p, (xb,))
-        return reduce_loss(loss_fn(logits, yb, progress=progress, index=index, state=state))
+        return loss_fn(logits, yb, progress=progress, index=index, state=state)
 
-    batched = vmap(member_loss, in_dims=(0, 0, 0, 0, 0, None))
-    return batched
+    return member_loss
 
 
-def _loop_step(model, loss_fn, params, xb, yb, index, state, progress) -> Tensor:
+def _vmapped_step(member_loss: MemberLoss) -> Callable[..., Tensor]:
+    def reduced(p, xb, yb, index, state, progress):
+        return reduce_loss(member_loss(p, xb, yb, index, state, progress))
+
+    return vmap(reduced, in_dims=(0, 0, 0, 0, 0, None))
+
+
+def _loop_step(member_loss: MemberLoss, params, xb, yb, index, state, progress) -> Tensor:
     losses = []
     for m in range(xb.shape[0]):
-        logits = functional_call(model, {k: v[m] for k, v in params.items()}, (xb[m],))
-        out = loss_fn(logits, yb[m], progress=progress, index=index[m], state=state[m])
-        losses.append(reduce_loss(out))
+        p = {k: v[m] for k, v in params.items()}
+        losses.append(reduce_loss(member_loss(p, xb[m], yb[m], index[m], state[m], progress)))
     return torch.stack(losses)
 
 
