@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.objectives.builtin import BUILTIN_NAMES, builtin_path
-from harness.objectives.spec import CONTEXT_NAMES, HOOKS
+from harness.objectives.spec import HOOKS
 
 
 class ObjectiveError(Exception):
@@ -69,7 +69,7 @@ class Objective:
     def bind(self, hook: str) -> Callable:
         """The hook with hyperparameters filled in; context is passed only if asked for."""
         fn = self.hooks[hook]
-        hp = {k: v for k, v in self.hyperparameters.items() if k in _hyperparameter_names(fn)}
+        hp = {k: v for k, v in self.hyperparameters.items() if k in _hyperparameter_names(hook, fn)}
         wanted = self.context.get(hook, ())
 
         def bound(*args: Any, **context: Any) -> Any:
@@ -115,7 +115,7 @@ def objective_from_module(module: types.ModuleType, source: str, *, name: str, o
     for hook, fn in hooks.items():
         defaults.update(check_signature(hook, fn))
         params = inspect.signature(fn).parameters
-        context[hook] = tuple(c for c in CONTEXT_NAMES if c in params)
+        context[hook] = tuple(c for c in HOOKS[hook].context if c in params)
     hyperparameters = {**defaults, **coerce_overrides(overrides or {}, defaults)}
     doc = (inspect.getdoc(module) or "").strip().splitlines()
     return Objective(name=name, origin=origin, source=source, hooks=hooks, defaults=defaults,
@@ -144,14 +144,14 @@ def check_signature(hook: str, fn: Callable) -> dict[str, Any]:
             f"e.g. def {hook}({expected}, *, {extra[0]}=...)")
     defaults = {}
     for p in params:
-        if p.kind == p.KEYWORD_ONLY and p.name not in CONTEXT_NAMES:
+        if p.kind == p.KEYWORD_ONLY and p.name not in spec.context:
             if p.default is p.empty:
                 raise ObjectiveError(
                     "signature", f"{hook}: hyperparameter {p.name!r} has no default; "
                     f"every keyword-only hyperparameter needs one (the author's choice)")
             defaults[p.name] = p.default
         elif (p.kind == p.POSITIONAL_OR_KEYWORD and p in positional[len(spec.positional):]
-              and p.name not in CONTEXT_NAMES):
+              and p.name not in spec.context):
             defaults[p.name] = p.default
     return defaults
 
@@ -204,8 +204,8 @@ def _cast_bool(value: Any, default: bool, key: str) -> bool:
                          f"bool (default {default!r}), got {value!r}")
 
 
-def _hyperparameter_names(fn: Callable) -> set[str]:
-    return {n for n in inspect.signature(fn).parameters if n not in CONTEXT_NAMES}
+def _hyperparameter_names(hook: str, fn: Callable) -> set[str]:
+    return {n for n in inspect.signature(fn).parameters if n not in HOOKS[hook].context}
 
 
 def _load_file(path: Path) -> tuple[types.ModuleType, str]:

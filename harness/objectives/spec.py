@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Context a hook receives only if its signature names it.
+# Context a hook receives only if its signature names it (each hook lists its own).
 #   progress: float in [0, 1], the fraction of training done (for schedules).
 #   index:    LongTensor [B], the batch's indices into the training set.
 #   state:    FloatTensor [N], per-sample memory for this seed, NaN until first
@@ -23,6 +23,7 @@ class HookSpec:
     name: str
     positional: tuple[str, ...]
     summary: str
+    context: tuple[str, ...] = CONTEXT_NAMES
 
 
 HOOKS: dict[str, HookSpec] = {
