@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("name", help="suite name, e.g. noisy-labels (see `harness ls`)")
     suite.add_argument("--objective", "-o", action="append", metavar="X",
                        help="file.py, built-in name or dotted module (repeatable; "
-                            "default: every built-in baseline)")
+                            "default: every built-in defining the suite's hook)")
     suite.add_argument("--variants", nargs="+", metavar="V", help="default: the public set")
     suite.add_argument("--seeds", type=int, default=5, help="number of seeds (0..N-1)")
     suite.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides",
@@ -89,7 +89,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     variants = args.variants or suite.default_variants
     for v in variants:
         suite.variant(v)
-    specs = args.objective or list(BUILTIN_NAMES)
+    specs = args.objective or default_objectives(suite)
     if args.overrides and len(specs) != 1:
         return _fail("--set applies to one objective: pass exactly one --objective")
 
@@ -100,6 +100,10 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         objectives = [load_objective(s, overrides if args.overrides else None) for s in specs]
     except ObjectiveError as exc:
         return _fail(exc.message + "\n(run `harness validate FILE` for a full check)")
+    unusable = [o.name for o in objectives if not suite.supports(o.hooks)]
+    if unusable:
+        return _fail(f"{', '.join(unusable)}: no {' or '.join(suite.accepted_hooks)} hook, "
+                     f"which the {suite.name} suite needs")
     if suite.reference not in {o.name for o in objectives}:
         objectives.insert(0, load_objective(suite.reference))  # P(improvement) needs it
 
@@ -138,6 +142,25 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
             storage.store_results(version, suite, results, env)
             _report_problems(obj.label, results, args)
     return _print_tables(suite, variants, versions, args)
+
+
+def default_objectives(suite) -> list[str]:
+    """The built-ins that define the suite's own hook, in display order (no torch import).
+
+    A suite may also run objectives through a hook it lifts (the certified suite lifts
+    ``classification_loss``); those run when named with ``--objective``, so that a default
+    run stays the suite's own baselines (the CLI adds the reference when it is missing).
+    """
+    return [n for n in BUILTIN_NAMES if suite.hook in defined_hooks(builtin_path(n))]
+
+
+def defined_hooks(path: Path) -> set[str]:
+    """Names of the known hooks a module file defines at top level, read from its AST."""
+    from harness.objectives.spec import HOOKS
+
+    tree = ast.parse(path.read_text())
+    return {node.name for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name in HOOKS}
 
 
 def _report_problems(label: str, results, args) -> None:

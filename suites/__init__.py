@@ -8,6 +8,7 @@ from suites.base import Suite
 
 _REGISTRY = {
     "noisy-labels": "suites.noisy_labels",
+    "certified": "suites.certified",
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -63,6 +63,17 @@ class Suite:
     runner: str  # "module:function", imported only when cells run
     reference: str = "ce"
     protocol: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def accepted_hooks(self) -> tuple[str, ...]:
+        """The suite's hook and those it lifts into it (the hook spec's ``lifted_from``)."""
+        from harness.objectives.spec import HOOKS
+
+        return (self.hook, *getattr(HOOKS.get(self.hook), "lifted_from", ()))
+
+    def supports(self, hooks: Iterable[str]) -> bool:
+        """Whether an objective defining ``hooks`` can be run by this suite."""
+        return bool(set(self.accepted_hooks) & set(hooks))
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

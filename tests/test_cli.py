@@ -104,7 +104,7 @@ def test_ls_lists_variants_and_builtins_without_torch(env, tmp_path):
     out = proc.stdout
     for v in get_suite("noisy-labels").variants:
         assert v.name in out
-    assert len(BUILTIN_NAMES) == 15
+    assert len(BUILTIN_NAMES) == 20  # 15 classification losses, 5 certified baselines
     for name in BUILTIN_NAMES:
         assert f"  {name} " in out
     assert "TORCH False" in out

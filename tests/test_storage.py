@@ -91,3 +91,13 @@ def test_interrupted_store_leaves_no_partial_cell():
         storage.store_results(version, SUITE, [_result("clean", 0, 0.9), bad], ENV)
     assert not Cell.objects.filter(version=version).exists()
     assert ObjectiveVersion.objects.filter(pk=version.pk).exists()
+
+
+def test_non_finite_values_are_stored_as_json_null_and_skipped_metrics():
+    version = storage.version_for(load_objective("ce"))
+    result = CellResult("clean", 0, "diverged", {"test_acc": float("nan"), "noise_rate": 0.0},
+                        {"train_loss": [1.0, float("nan"), float("inf")]}, diverged_step=3)
+    storage.store_results(version, SUITE, [result], ENV)
+    cell = Cell.objects.get(version=version, variant="clean", seed=0)
+    assert Curve.objects.get(cell=cell, name="train_loss").values == [1.0, None, None]
+    assert set(cell.metrics.values_list("name", flat=True)) == {"noise_rate"}

@@ -94,3 +94,26 @@ class Curve(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["cell", "name"], name="unique_curve")]
+
+
+class Submission(models.Model):
+    """A web submission: who asked for which suites, and the cells it queued."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="submissions")
+    version = models.ForeignKey(ObjectiveVersion, on_delete=models.CASCADE,
+                                related_name="submissions")
+    suites = models.JSONField(default=list)
+    seeds = models.IntegerField(default=5)
+    cells = models.ManyToManyField(Cell, related_name="submissions")
+    created = models.DateTimeField(auto_now_add=True)
+
+
+class TableCache(models.Model):
+    """A computed leaderboard table, valid while its fingerprint (count and newest
+    finish time of the cells it was built from) is unchanged: pages read one row."""
+
+    key = models.CharField(max_length=300, unique=True)
+    fingerprint = models.CharField(max_length=200)
+    payload = models.JSONField()
+    updated = models.DateTimeField(auto_now=True)

@@ -53,13 +53,23 @@ ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(","
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
     "webapp",
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 ROOT_URLCONF = "webapp.urls"
+WSGI_APPLICATION = "webapp.wsgi.application"
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
@@ -68,5 +78,39 @@ TEMPLATES = [{
     "BACKEND": "django.template.backends.django.DjangoTemplates",
     "DIRS": [],
     "APP_DIRS": True,
-    "OPTIONS": {"context_processors": []},
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
 }]
+
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", str(data_dir() / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise expects it to exist
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "webapp.staticfinders.PlotlyFinder",  # plotly.min.js from the installed plotly package
+]
+# Served from the app in development and tests too: no CDN, no network for pages.
+WHITENOISE_USE_FINDERS = True
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
+
+# Submission limits (issue: limits and safety).
+MAX_OBJECTIVE_BYTES = int(os.environ.get("HARNESS_MAX_OBJECTIVE_BYTES", 64 * 1024))
+MAX_QUEUED_CELLS_PER_USER = int(os.environ.get("HARNESS_MAX_QUEUED_CELLS", 200))
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+
+# Who runs submitted cells (webapp/runner.py): "thread" (an in-process background
+# worker), "inline" (synchronously, for tests), "none" (left queued), or
+# "module:function" taking the submission (the Celery executor).
+HARNESS_RUNNER = os.environ.get("HARNESS_RUNNER", "thread")
+# Train submissions for this many epochs instead of the suite's protocol (smoke runs and
+# tests; stored under suite version V+eN, apart from real results). Unset: the protocol.
+HARNESS_RUN_EPOCHS = int(os.environ.get("HARNESS_RUN_EPOCHS") or 0) or None

@@ -7,6 +7,7 @@ in the same transaction as its status, so an interrupted run leaves no partial c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from django.db import transaction
@@ -65,9 +66,12 @@ def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[Cel
         cell.save()
         cell.metrics.all().delete()
         cell.curves.all().delete()
+        # A non-finite metric is no result (SQLite cannot even store it); curves keep their
+        # length with null where a value was not finite (JSON has no NaN).
         Metric.objects.bulk_create(Metric(cell=cell, name=k, value=v)
-                                   for k, v in r.metrics.items())
-        Curve.objects.bulk_create(Curve(cell=cell, name=k, values=v) for k, v in r.curves.items())
+                                   for k, v in r.metrics.items() if math.isfinite(v))
+        Curve.objects.bulk_create(Curve(cell=cell, name=k, values=_json_safe(v))
+                                  for k, v in r.curves.items())
         count += 1
     return count
 
@@ -117,3 +121,7 @@ def latest_versions(suite: Suite) -> list[ObjectiveVersion]:
     for v in versions:
         newest.setdefault((v.objective_id, v.label), v)
     return list(newest.values())
+
+
+def _json_safe(values: Iterable[float]) -> list[float | None]:
+    return [float(v) if v is not None and math.isfinite(v) else None for v in values]

@@ -1,3 +1,21 @@
-"""URL routes. The leaderboard pages arrive with the web issue; storage works without them."""
+"""URL routes: pages, accounts and submissions, the JSON API and exports."""
 
-urlpatterns: list = []
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from webapp.views import accounts, pages, submit
+
+urlpatterns = [
+    path("", pages.home, name="home"),
+    path("suites/<str:name>/", pages.suite, name="suite"),
+    path("objectives/<slug:slug>/", pages.objective, name="objective"),
+    path("objectives/<slug:slug>/compare/", pages.compare, name="compare"),
+    path("export/<str:suite>/<str:fmt>", pages.export, name="export"),
+    path("submit/", submit.submit, name="submit"),
+    path("runs/<int:pk>/", submit.run_status, name="run-status"),
+    path("runs/<int:pk>/status.json", submit.run_status_json, name="run-status-json"),
+    path("accounts/signup/", accounts.signup, name="signup"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/", include("webapp.views.api")),
+]

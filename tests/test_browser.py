@@ -1,0 +1,125 @@
+"""Browser tests: headless Chromium (Debian's) driven by Playwright against a live server
+on the real PostgreSQL, with the in-process runner training submissions for real."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium"),
+]
+# Playwright's sync API runs an event loop in this thread; the ORM calls made here by
+# the live server's fixtures are ordinary synchronous calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"]
+
+GOOD = '''"""Temperature-scaled cross-entropy (browser test)."""
+import torch.nn.functional as F
+
+
+def classification_loss(logits, targets, *, temperature: float = 2.0):
+    # secret-marker-7f3a: private code must not reach other users
+    return F.cross_entropy(logits / temperature, targets, reduction="none")
+'''
+
+BROKEN = '''def classification_loss(logits, targets)
+    return logits.sum()
+'''
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, live_server, settings):
+    settings.HARNESS_RUNNER = "thread"
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(20_000)
+    pg.base = live_server.url
+    yield pg
+    from webapp import runner
+
+    runner.drain(timeout=120)
+    context.close()
+
+
+def sign_up(page, username: str) -> None:
+    page.goto(page.base + "/accounts/signup/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password1]", "correct-horse-battery-9")
+    page.fill("input[name=password2]", "correct-horse-battery-9")
+    page.click("form button[type=submit], form input[type=submit]")
+    page.wait_for_load_state()
+    assert username in page.inner_text("header")
+
+
+def fill_submission(page, name: str, code: str, seeds: int = 2) -> None:
+    page.goto(page.base + "/submit/")
+    page.fill("input[name=name]", name)
+    page.fill("textarea[name=code_text]", code)
+    page.check("input[name=visibility][value=private]")
+    for box in page.locator("input[name=suites]").all():
+        box.set_checked(box.get_attribute("value") == "noisy-labels")
+    page.fill("input[name=seeds]", str(seeds))
+    page.click("button.primary")
+    page.wait_for_load_state()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_submit_train_and_find_it_on_the_leaderboard(page, browser):
+    sign_up(page, "alice")
+    fill_submission(page, "sharp-ce", GOOD)
+    assert re.search(r"/runs/\d+/$", page.url), page.url
+    page.evaluate("window.__noReload = 1")  # survives only if the page never reloads
+    assert page.locator("table.run-cells tbody tr").count() == 7 * 2
+    page.wait_for_selector("#run-state:has-text('Finished')", timeout=240_000)
+    assert page.evaluate("window.__noReload") == 1
+    assert page.locator("span[data-count=ok]").inner_text() == "14"
+
+    page.goto(page.base + "/")
+    assert "sharp-ce" in page.inner_text("main")
+    page.goto(page.base + "/suites/noisy-labels/")
+    assert "sharp-ce" in page.inner_text("main")
+    page.wait_for_selector(".plot svg.main-svg")
+    points = page.locator(".plot svg .point").count()
+    assert points >= 2, "the per-seed plot drew no points"
+
+    page.goto(page.base + "/objectives/sharp-ce/")
+    assert "secret-marker-7f3a" in page.inner_text("main")  # the owner sees the code
+
+    # A second user never sees the private code, on the page or through the API.
+    page.click("header button:has-text('Log out')")
+    sign_up(page, "bob")
+    page.goto(page.base + "/objectives/sharp-ce/")
+    assert "secret-marker-7f3a" not in page.content()
+    response = page.goto(page.base + "/api/objectives/sharp-ce")
+    assert response.status == 200 and "secret-marker-7f3a" not in response.text()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_broken_file_shows_the_validator_message_on_the_form(page):
+    sign_up(page, "carol")
+    fill_submission(page, "broken-loss", BROKEN)
+    assert page.url.endswith("/submit/")
+    errors = page.inner_text("#code-errors")
+    assert "syntax error" in errors and "line 1" in errors
+    from webapp.models import Cell, Objective
+
+    assert not Objective.objects.filter(slug="broken-loss").exists()
+    assert not Cell.objects.filter(version__objective__slug="broken-loss").exists()

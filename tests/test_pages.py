@@ -1,0 +1,198 @@
+"""Leaderboard pages: render with the expected content, hide private code, export tables,
+answer unknown names with a friendly 404, and keep a fixed number of queries per page."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.test_leaderboard import CE, GCE, MAE, make_objective
+
+pytestmark = pytest.mark.django_db
+FULL = {v: [0.80, 0.82, 0.81] for v in ("clean", "sym-0.2", "sym-0.4", "sym-0.6", "asym-0.2",
+                                         "asym-0.4", "idn-0.4")}
+
+
+@pytest.fixture
+def board():
+    make_objective("ce", CE, curves=True)
+    make_objective("gce", GCE, curves=True)
+    make_objective("mae", MAE)
+
+
+@pytest.fixture
+def alice():
+    return User.objects.create_user("alice", password="alice-pass-123")
+
+
+def _json_script(html: str, element_id: str):
+    match = re.search(rf'<script id="{element_id}" type="application/json">(.*?)</script>',
+                      html, re.S)
+    assert match, f"no json_script {element_id}"
+    return json.loads(match.group(1))
+
+
+def test_home_lists_objectives_with_relative_cells_and_filters(client, board):
+    make_objective("mine", GCE, builtin=False)
+    html = client.get("/").content.decode()
+    assert 'id="home-board"' in html and "noisy-labels" in html
+    for name in ("gce", "mae", "mine"):
+        assert f'href="/objectives/{name}/"' in html
+    assert html.count('class="badge baseline"') == 3  # ce, gce, mae; not the submission
+    assert "+10.3" in html  # gce: mean over seeds of mean over clean, sym-0.4 of gce - ce (pp)
+    assert "reference" in html and "webapp/board.js" in html
+    submitted = client.get("/?kind=submitted").content.decode()
+    assert 'href="/objectives/mine/"' in submitted
+    assert 'href="/objectives/gce/"' not in submitted
+    assert client.get("/?suite=noisy-labels").status_code == 200
+    missing = client.get("/?suite=nope")
+    assert missing.status_code == 404 and "no suite" in missing.content.decode()
+
+
+def test_pages_without_results_say_so(client):
+    html = client.get("/").content.decode()
+    assert "populate_baselines" in html
+    suite = client.get("/suites/noisy-labels/")
+    assert suite.status_code == 200 and "No results for clean yet" in suite.content.decode()
+
+
+def test_suite_page_table_plots_and_exports(client, board):
+    response = client.get("/suites/noisy-labels/?variant=sym-0.4")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="variant-table"' in html and "P(&gt;ce)" in html
+    assert "≈ n.d." in html  # mae is not distinguishable from ce on sym-0.4
+    assert "★" in html
+    for v in ("clean", "sym-0.2", "cifar10n/worst"):  # the variant picker
+        assert f"?variant={v}" in html
+    assert "/export/noisy-labels/csv?variant=sym-0.4" in html
+    assert "/export/noisy-labels/tex?variant=sym-0.4" in html
+    assert "/static/vendor/plotly.min.js" in html and "cdn" not in html.lower()
+    strip = _json_script(html, "strip-data")
+    assert [o["label"] for o in strip["objectives"]] == ["gce", "mae", "ce"]
+    assert strip["objectives"][0]["values"] == GCE["sym-0.4"]
+    family = _json_script(html, "family-data")
+    sym = next(f for f in family["families"] if f["name"] == "digits/symmetric")
+    assert {line["label"] for line in sym["lines"]} == {"gce", "mae", "ce"}
+    assert sym["lines"][0]["x"] == [0.0, 0.4]
+    default = client.get("/suites/noisy-labels/").content.decode()
+    assert "<h2>clean" in default  # the first default variant with results
+    assert client.get("/suites/noisy-labels/?variant=sym-0.4&kind=submitted&show=all"
+                      ).status_code == 200
+
+
+def test_suite_page_limits_rows_but_keeps_the_reference(client):
+    make_objective("ce", {"sym-0.4": [0.1, 0.1]})
+    for i in range(20):
+        make_objective(f"obj-{i}", {"sym-0.4": [0.5 + i / 100, 0.5]}, builtin=False)
+    html = client.get("/suites/noisy-labels/?variant=sym-0.4&show=15").content.decode()
+    table = html.split('id="variant-table"')[1].split("</table>")[0]
+    assert table.count("<tr class=") == 16  # 15 best + the reference
+    assert "5 more objectives hidden" in html
+
+
+def test_objective_page_shows_numbers_curves_and_public_code(client, board):
+    response = client.get("/objectives/gce/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "The gce objective." in html and "Built-in baseline" in html
+    assert 'class="code highlight"' in html and "classification_loss" in html
+    assert 'id="variants-noisy-labels"' in html and "sym-0.4" in html
+    curves = _json_script(html, "curves-data-noisy-labels")
+    assert curves["variant"] == "clean"
+    assert set(curves["by_label"]) == {"gce", "ce"}
+    assert curves["by_label"]["gce"]["curves"]["train_loss"]["seeds"]["0"] == [2.0, 1.0, 0.5]
+    family = _json_script(html, "family-noisy-labels")
+    assert family["families"]
+    other = client.get("/objectives/gce/?curves-noisy-labels=sym-0.4").content.decode()
+    assert _json_script(other, "curves-data-noisy-labels")["variant"] == "sym-0.4"
+    assert 'action="/objectives/gce/compare/"' in html
+    assert '<option value="ce" selected>' in html  # compare with the reference by default
+
+
+def test_private_code_is_hidden_from_others_and_shown_to_its_owner(client, alice):
+    make_objective("ce", CE)
+    make_objective("secret", GCE, builtin=False, owner=alice, visibility="private",
+                   code="SECRET_MARKER = 'do not leak'\n", hp={"q": 0.5})
+    User.objects.create_user("bob", password="bob-pass-123")
+    anonymous = client.get("/objectives/secret/")
+    assert anonymous.status_code == 200  # results are public
+    assert "SECRET_MARKER" not in anonymous.content.decode()
+    assert "keeps this objective's code private" in anonymous.content.decode()
+    client.login(username="bob", password="bob-pass-123")
+    assert "SECRET_MARKER" not in client.get("/objectives/secret/").content.decode()
+    client.login(username="alice", password="alice-pass-123")
+    mine = client.get("/objectives/secret/").content.decode()
+    assert "SECRET_MARKER" in mine and "q=0.5" in mine
+
+
+def test_compare_page_is_paired(client, board):
+    response = client.get("/objectives/gce/compare/?with=mae&suite=noisy-labels")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Δ (gce − mae)" in html
+    assert 'id="compare-table"' in html and "gce better" in html
+    forest = _json_script(html, "forest-data")
+    assert forest["a"]["slug"] == "gce" and len(forest["rows"]) == 2
+    assert client.get("/objectives/gce/compare/?with=mae").status_code == 200  # default suite
+    assert client.get("/objectives/gce/compare/").status_code == 404
+    assert client.get("/objectives/gce/compare/?with=nope").status_code == 404
+
+
+def test_csv_and_latex_exports(client, board):
+    response = client.get("/export/noisy-labels/csv?variant=sym-0.4")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    assert 'filename="noisy-labels-1.0-sym-0.4.csv"' in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["objective"] for r in rows] == ["gce", "mae", "ce"]
+    assert float(rows[0]["mean"]) == pytest.approx(sum(GCE["sym-0.4"]) / 4)
+    tex = client.get("/export/noisy-labels/tex?variant=sym-0.4").content.decode()
+    assert "\\toprule" in tex and "\\bottomrule" in tex and "\\textbf{91.5" in tex
+    wide = client.get("/export/noisy-labels/tex").content.decode()
+    assert "Objective & clean & sym-0.4" in wide
+    assert client.get("/export/noisy-labels/tex?ci=interval").status_code == 200
+    assert client.get("/export/noisy-labels/pdf").status_code == 404
+    assert client.get("/export/nope/csv").status_code == 404
+    assert client.get("/export/noisy-labels/csv?variant=nope").status_code == 404
+
+
+@pytest.mark.parametrize("url", ["/suites/nope/", "/objectives/nope/",
+                                 "/suites/noisy-labels/?variant=nope",
+                                 "/objectives/nope/compare/?with=ce", "/?kind=everything"])
+def test_unknown_names_get_a_friendly_404(client, board, url):
+    response = client.get(url)
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert "Not found" in html and "Back to the leaderboard" in html
+    assert "Traceback" not in html and "File \"" not in html
+
+
+def _queries(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(url).status_code == 200
+    return len(ctx.captured_queries)
+
+
+def test_query_count_per_page_does_not_grow_with_objectives(client, django_assert_max_num_queries):
+    make_objective("ce", FULL, curves=True)
+    make_objective("gce", GCE, curves=True)
+    urls = ["/", "/suites/noisy-labels/?variant=sym-0.4", "/objectives/gce/"]
+    for url in urls:
+        client.get(url)  # fill the cache
+    before = {url: _queries(client, url) for url in urls}
+    for i in range(20):
+        make_objective(f"extra-{i}", {v: [0.7 + i / 200, 0.71] for v in FULL}, builtin=False)
+    for url in urls:
+        client.get(url)  # the fingerprints changed: recompute once
+    after = {url: _queries(client, url) for url in urls}
+    assert after == before
+    for url in urls:
+        with django_assert_max_num_queries(8):
+            client.get(url)

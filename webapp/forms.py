@@ -1,0 +1,304 @@
+"""Forms: every check a submission must pass lives here, views only call them.
+
+The submission form validates the code with the engine's validator before anything
+is stored or queued, enforces the limits (size, UTF-8, per-user queued cells) and,
+once valid, ``save()`` creates the objective, its version, the cells and the
+submission in one transaction, and hands the submission to the runner on commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.template.defaultfilters import filesizeformat
+from django.utils.text import slugify
+
+from harness.objectives.loading import Objective as LoadedObjective
+from harness.objectives.loading import ObjectiveError, parse_assignments
+from suites import get_suite, suite_names
+from suites.base import Suite
+from webapp import runner
+from webapp.models import Cell, Objective, ObjectiveVersion, Submission
+
+HYPERPARAMETER_PROBLEMS = ("unknown-hyperparameter", "bad-override")
+RETRIED = (Cell.FAILED, Cell.TIMEOUT)  # a resubmission runs these cells again
+
+
+def suites_for(objective: LoadedObjective) -> list[Suite]:
+    """The registered suites that can run ``objective`` (its hook, or one they lift)."""
+    return [s for s in (get_suite(n) for n in suite_names()) if s.supports(objective.hooks)]
+
+
+def configured(suite: Suite) -> Suite:
+    """The suite as submissions run it: shortened when ``HARNESS_RUN_EPOCHS`` is set."""
+    epochs = getattr(settings, "HARNESS_RUN_EPOCHS", None)
+    return suite.shortened(epochs) if epochs else suite
+
+
+def _suite_choices() -> list[tuple[str, str]]:
+    choices = []
+    for name in suite_names():
+        suite = get_suite(name)
+        hooks = " or ".join(suite.accepted_hooks)
+        choices.append((name, f"{name} — {suite.description} (needs {hooks})"))
+    return choices
+
+
+class SubmissionForm(forms.Form):
+    PUBLIC, PRIVATE = Objective.PUBLIC, Objective.PRIVATE
+
+    name = forms.CharField(max_length=100, help_text="Shown on the leaderboard; its slug "
+                           "names the objective's page.")
+    description = forms.CharField(required=False, max_length=5000,
+                                  widget=forms.Textarea(attrs={"rows": 3}))
+    paper_url = forms.URLField(required=False, label="Paper URL", assume_scheme="https")
+    code_file = forms.FileField(required=False, label="Upload a .py file")
+    code_text = forms.CharField(required=False, strip=False, label="…or paste the code",
+                                widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}))
+    visibility = forms.ChoiceField(
+        choices=[(PUBLIC, "Public code"), (PRIVATE, "Private code (only you see it)")],
+        initial=PUBLIC, widget=forms.RadioSelect,
+        help_text="Results are public once finished either way.")
+    hyperparameters = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text="Optional, one key=value per line (Python literals), e.g. q=0.5; "
+                  "the rest keep the objective's defaults.")
+    suites = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Leave all unticked to run every suite the objective supports.")
+    seeds = forms.IntegerField(min_value=1, max_value=10, initial=5,
+                               help_text="Seeds per variant (1–10).")
+
+    def __init__(self, *args: Any, user, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["suites"].choices = _suite_choices()
+        self.fields["suites"].initial = [n for n, _ in self.fields["suites"].choices]
+        self.fields["code_file"].widget.attrs["accept"] = ".py,text/x-python"
+        self.warnings: list[str] = []
+        self.objective: LoadedObjective | None = None
+        self.plan: list[tuple[Suite, list[str], list[int]]] = []
+
+    # --- fields ---------------------------------------------------------------------
+
+    @property
+    def code_errors(self) -> list[str]:
+        """Errors of both code inputs, shown together next to the code."""
+        return [*self.errors.get("code_file", []), *self.errors.get("code_text", [])]
+
+    @property
+    def max_bytes(self) -> int:
+        return settings.MAX_OBJECTIVE_BYTES
+
+    @property
+    def slug(self) -> str:
+        return slugify(self.cleaned_data.get("name", ""))[:100]
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        slug = slugify(name)[:100]
+        if not slug:
+            raise forms.ValidationError("The name needs at least one letter or digit.")
+        taken = Objective.objects.filter(slug=slug).first()
+        if taken is not None and (taken.is_builtin or taken.owner_id != self.user.pk):
+            raise forms.ValidationError(
+                f"An objective named “{slug}” already exists; choose another name.")
+        return name
+
+    def clean_code_file(self) -> str:
+        upload = self.cleaned_data.get("code_file")
+        if not upload:
+            return ""
+        if not upload.name.lower().endswith(".py"):
+            raise forms.ValidationError("Upload a Python source file (.py).")
+        _check_size(upload.size)
+        return _decode(upload.read())
+
+    def clean_code_text(self) -> str:
+        text = self.cleaned_data.get("code_text", "")
+        if not text.strip():
+            return ""
+        _check_size(len(text.encode("utf-8")))
+        if "\ufffd" in text:
+            raise forms.ValidationError(
+                "The code is not valid UTF-8 text (it contains replacement characters "
+                "U+FFFD where undecodable bytes were); save it as UTF-8 and paste again.")
+        return text.replace("\r\n", "\n")
+
+    def clean_hyperparameters(self) -> dict[str, Any]:
+        lines = [(i, line.strip()) for i, line in
+                 enumerate(self.cleaned_data.get("hyperparameters", "").splitlines(), 1)]
+        items = []
+        for i, line in lines:
+            if not line or line.startswith("#"):
+                continue
+            key, sep, _ = line.partition("=")
+            if not sep or not key.strip().isidentifier():
+                raise forms.ValidationError(f"Line {i}: expected key=value, got “{line}”.")
+            items.append(line)
+        try:
+            return parse_assignments(items)
+        except ObjectiveError as exc:
+            raise forms.ValidationError(exc.message) from exc
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        uploaded, pasted = data.get("code_file"), data.get("code_text")
+        if self.has_error("code_file") or self.has_error("code_text"):
+            return data
+        if bool(uploaded) == bool(pasted):
+            self.add_error("code_text", "Upload a .py file or paste the code: exactly one.")
+            return data
+        if not self.has_error("name") and not self.has_error("hyperparameters"):
+            self._validate_code(uploaded or pasted, "code_file" if uploaded else "code_text")
+        if self.objective is not None and not self.has_error("suites") \
+                and not self.has_error("seeds"):
+            self._plan_cells(data)
+        return data
+
+    # --- validation -------------------------------------------------------------------
+
+    def _validate_code(self, code: str, field: str) -> None:
+        """The engine's validator on a private copy of the code; errors land on the field."""
+        from harness.objectives.validate import validate
+
+        overrides = self.cleaned_data.get("hyperparameters") or None
+        with tempfile.TemporaryDirectory(prefix="harness-validate-") as tmp:
+            path = Path(tmp) / runner.code_filename(self.slug)
+            path.write_text(code, encoding="utf-8")
+            report = validate(str(path), overrides)
+            for problem in report.problems:
+                message = runner.scrub_paths(
+                    runner.scrub_paths(problem.message, Path(tmp).resolve()), tmp)
+                if problem.severity == "warning":
+                    self.warnings.append(message)
+                elif problem.code in HYPERPARAMETER_PROBLEMS:
+                    self.add_error("hyperparameters", message)
+                else:
+                    self.add_error(field, message)
+        if report.ok and report.objective is not None:
+            self.objective = dataclasses.replace(report.objective, name=self.slug)
+
+    def _plan_cells(self, data: dict[str, Any]) -> None:
+        supported = {s.name: s for s in suites_for(self.objective)}
+        chosen = data.get("suites") or list(supported)
+        unsupported = [n for n in chosen if n not in supported]
+        if unsupported:
+            hooks = ", ".join(self.objective.hooks)
+            self.add_error("suites", f"{', '.join(unsupported)}: not supported by an "
+                           f"objective defining {hooks}.")
+            return
+        if not chosen:
+            self.add_error("suites", "No suite can run this objective's hooks.")
+            return
+        seeds = list(range(data["seeds"]))
+        self.plan = [(configured(supported[n]), supported[n].default_variants, seeds)
+                     for n in chosen]
+        self._check_cap()
+
+    def _check_cap(self) -> bool:
+        """Refuse (with a form error) a submission that would pass the per-user cell cap."""
+        cap = settings.MAX_QUEUED_CELLS_PER_USER
+        active = Cell.objects.filter(version__objective__owner=self.user,
+                                     status__in=(Cell.QUEUED, Cell.RUNNING)).count()
+        new = self._new_cell_count()
+        if active + new <= cap:
+            return True
+        self.add_error(None, f"This submission would queue {new} cells and you already have "
+                       f"{active} queued or running; the limit is {cap} per user. Wait for "
+                       f"your runs to finish, or choose fewer suites or seeds.")
+        return False
+
+    def _new_cell_count(self) -> int:
+        version = ObjectiveVersion.objects.filter(
+            objective__slug=self.slug, objective__owner=self.user,
+            key=self.objective.version_key).first()
+        total = sum(len(variants) * len(seeds) for _, variants, seeds in self.plan)
+        if version is None:
+            return total
+        kept = 0
+        for suite, variants, seeds in self.plan:
+            kept += (Cell.objects.filter(version=version, suite=suite.name,
+                                         suite_version=suite.version, variant__in=variants,
+                                         seed__in=seeds)
+                     .exclude(status__in=RETRIED).count())
+        return total - kept
+
+    # --- saving -----------------------------------------------------------------------
+
+    def save(self) -> Submission | None:
+        """Create everything in one transaction; None (with a form error) if a concurrent
+        submission took the name or the user's cell budget in the meantime."""
+        try:
+            with transaction.atomic():
+                get_user_model().objects.select_for_update().get(pk=self.user.pk)
+                if not self._check_cap():
+                    return None
+                submission = self._create()
+                transaction.on_commit(partial(runner.enqueue, submission))
+                return submission
+        except IntegrityError:
+            self.add_error("name", "That name was just taken; choose another name.")
+            return None
+
+    def _create(self) -> Submission:
+        data, loaded = self.cleaned_data, self.objective
+        objective, created = Objective.objects.get_or_create(
+            slug=self.slug, defaults={"owner": self.user})
+        if not created and objective.owner_id != self.user.pk:
+            raise IntegrityError("slug owned by another user")
+        objective.name = data["name"]
+        objective.description = data["description"] or loaded.description
+        objective.paper_url = data["paper_url"]
+        objective.visibility = data["visibility"]
+        objective.save()
+        version, _ = ObjectiveVersion.objects.get_or_create(
+            objective=objective, key=loaded.version_key,
+            defaults={"code": loaded.source, "code_sha256": loaded.code_sha256,
+                      "hyperparameters": dict(loaded.hyperparameters), "label": loaded.label})
+        submission = Submission.objects.create(
+            owner=self.user, version=version, suites=[s.name for s, _, _ in self.plan],
+            seeds=data["seeds"])
+        cells = []
+        for suite, variants, seeds in self.plan:
+            for variant in variants:
+                for seed in seeds:
+                    cells.append(_queued_cell(version, suite, variant, seed))
+        submission.cells.set(cells)
+        return submission
+
+
+def _queued_cell(version: ObjectiveVersion, suite: Suite, variant: str, seed: int) -> Cell:
+    """The cell for this key: created queued, or an existing one (requeued if it failed)."""
+    cell, created = Cell.objects.get_or_create(
+        version=version, suite=suite.name, suite_version=suite.version, variant=variant,
+        seed=seed, defaults={"variant_hash": suite.variant(variant).config_hash(suite)})
+    if not created and cell.status in RETRIED:
+        cell.status, cell.error, cell.started_at, cell.finished_at = Cell.QUEUED, "", None, None
+        cell.save(update_fields=["status", "error", "started_at", "finished_at"])
+    return cell
+
+
+def _check_size(size: int) -> None:
+    limit = settings.MAX_OBJECTIVE_BYTES
+    if size > limit:
+        raise forms.ValidationError(
+            f"The code is {filesizeformat(size)}; the limit is {filesizeformat(limit)}.")
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise forms.ValidationError(
+            f"The file is not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at position "
+            f"{exc.start}); save it as UTF-8 and upload it again.") from exc
+    return text.replace("\r\n", "\n")

@@ -1,0 +1,58 @@
+"""``python manage.py populate_baselines``: run the built-in baselines so a fresh install
+shows a populated leaderboard.
+
+The same code path as ``harness run suite`` (it calls the CLI's entry point): cells are
+trained seed-batched, judged by the suite and stored through ``webapp.storage``; cells
+already stored are skipped, so rerunning it only fills gaps.
+"""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from suites import get_suite, suite_names
+
+
+class Command(BaseCommand):
+    help = "Run the built-in baselines on the suites (skipping stored cells)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--suite", action="append", choices=suite_names(),
+                            help="suite to run (repeatable; default: every suite)")
+        parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
+        parser.add_argument("--variants", nargs="+", metavar="V",
+                            help="variants (default: each suite's public set)")
+        parser.add_argument("--objective", "-o", action="append", metavar="NAME",
+                            help="only these built-in objectives (repeatable; default: all)")
+        parser.add_argument("--epochs", type=int, help="shorten training (a smoke run, stored "
+                            "as suite version V+eN, which the pages do not show)")
+        parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+
+    def handle(self, *args, suite=None, seeds=5, variants=None, objective=None, epochs=None,
+               device="cpu", **options):
+        from harness.cli import main
+
+        for name in suite or suite_names():
+            spec = get_suite(name)
+            argv = ["run", "suite", name, "--seeds", str(seeds), "--device", device]
+            if variants:
+                known = [v for v in variants if v in {x.name for x in spec.variants}]
+                if not known:
+                    self.stdout.write(f"{name}: none of {', '.join(variants)} is a variant; "
+                                      "skipped")
+                    continue
+                argv += ["--variants", *known]
+            for o in objective or ():
+                argv += ["--objective", o]
+            if epochs:
+                argv += ["--epochs", str(epochs)]
+                self.stdout.write(self.style.WARNING(
+                    f"{name}: --epochs {epochs} stores results as version "
+                    f"{spec.shortened(epochs).version}; the leaderboard shows v{spec.version}"))
+            self.stdout.write(f"{name}: harness {' '.join(argv)}")
+            code = main(argv)
+            if code:
+                raise CommandError(f"{name}: harness run suite exited with status {code}")
+        self.stdout.write(self.style.SUCCESS(
+            "smoke results stored (not shown on the leaderboard)" if epochs else
+            "baselines stored: the leaderboard shows them"))

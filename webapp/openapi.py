@@ -1,0 +1,371 @@
+"""The JSON API's OpenAPI 3.1 description, built from data.
+
+``ENDPOINTS`` lists every endpoint once (path, parameters, response schema, example
+requests); ``schema()`` turns that into the document served at ``/api/openapi.json``
+and the API index page renders the same list, so the two cannot drift apart.
+Response shapes are JSON Schema (2020-12, as OpenAPI 3.1 uses) under
+``components/schemas``. Numbers that can be undefined (a CI over one seed) are
+``null`` in responses, never NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PAGE_SIZE_DEFAULT = 50
+PAGE_SIZE_MAX = 200
+FINISHED = ("ok", "diverged", "failed", "timeout")
+STATUSES = ("queued", "running", *FINISHED)
+
+
+# ---------------------------------------------------------------- schema helpers
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def nullable(schema: dict) -> dict:
+    """``schema`` or null (JSON Schema 2020-12 spelling, as OpenAPI 3.1 wants)."""
+    if "type" in schema and "$ref" not in schema:
+        kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        return {**schema, "type": [*kinds, "null"]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def obj(required: dict[str, dict], optional: dict[str, dict] | None = None, *,
+        description: str = "", extra: bool = False) -> dict:
+    """An object schema: every key of ``required`` must be present."""
+    out: dict[str, Any] = {"type": "object",
+                           "properties": {**required, **(optional or {})},
+                           "required": list(required)}
+    if not extra:
+        out["additionalProperties"] = False
+    if description:
+        out["description"] = description
+    return out
+
+
+def arr(items: dict, description: str = "") -> dict:
+    out = {"type": "array", "items": items}
+    return {**out, "description": description} if description else out
+
+
+def mapping(values: dict, description: str = "") -> dict:
+    out = {"type": "object", "additionalProperties": values}
+    return {**out, "description": description} if description else out
+
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+BOOL = {"type": "boolean"}
+NUM = {"type": "number"}
+NUM_OR_NULL = {"type": ["number", "null"]}
+ANY_OBJECT = {"type": "object"}
+
+
+def page_of(item: str, what: str) -> dict:
+    return obj({
+        "count": {**INT, "description": f"number of {what} matching the filters"},
+        "page": INT,
+        "page_size": INT,
+        "pages": INT,
+        "next": nullable({**STR, "description": "path of the next page"}),
+        "previous": nullable(STR),
+        "results": arr(ref(item)),
+    }, description=f"One page of {what}, in a stable order.")
+
+
+COMPARISON = obj({
+    "prob_improvement": {**NUM_OR_NULL, "description": "P(this objective beats the reference) "
+                         "over seed pairs; 0.5 = no difference"},
+    "distinguishable": {**BOOL, "description": "the 95% CI of the paired difference excludes 0"},
+}, {
+    "n_pairs": INT, "prob_ci_low": NUM_OR_NULL, "prob_ci_high": NUM_OR_NULL,
+    "mean_diff": NUM_OR_NULL, "diff_ci_low": NUM_OR_NULL, "diff_ci_high": NUM_OR_NULL,
+}, description="Paired-seed comparison with the suite's reference objective "
+               "(positive mean_diff = better, whatever the metric's direction).", extra=True)
+
+TABLE_ROW = obj({
+    "objective": {**STR, "description": "version label (hyperparameters when not defaults)"},
+    "slug": STR,
+    "version_id": INT,
+    "is_builtin": BOOL,
+    "seeds": {**INT, "description": "seeds with status ok"},
+    "diverged": INT,
+    "failed": INT,
+    "mean": NUM_OR_NULL,
+    "std": NUM_OR_NULL,
+    "ci_low": {**NUM_OR_NULL, "description": "95% percentile-bootstrap CI of the mean"},
+    "ci_high": NUM_OR_NULL,
+    "iqm": NUM_OR_NULL,
+    "secondary": mapping(NUM_OR_NULL, "mean over seeds of each other metric"),
+    "values": mapping(NUM_OR_NULL, "headline value per seed (keys are seeds)"),
+    "vs_reference": nullable(ref("Comparison")),
+    "tied_with_best": BOOL,
+    "is_reference": BOOL,
+}, description="One objective version in one variant: headline over seeds.", extra=True)
+
+VARIANT_TABLE = obj({
+    "suite": STR,
+    "suite_version": STR,
+    "variant": STR,
+    "headline": {**STR, "description": "the metric the rows are ranked by"},
+    "higher_is_better": BOOL,
+    "reference": {**STR, "description": "label of the reference objective's row"},
+    "metrics": arr(STR, "metric names: the headline, then the secondary metrics"),
+    "rows": arr(ref("TableRow"), "best first"),
+}, {
+    "variant_description": STR, "description": STR, "headline_label": STR, "percent": BOOL,
+    "metric_specs": arr(ANY_OBJECT),
+}, description="One variant's leaderboard table.", extra=True)
+
+METRIC_SPEC = obj({
+    "name": STR, "label": STR, "higher_is_better": BOOL,
+}, {"description": STR, "percent": BOOL, "short": STR})
+
+VARIANT = obj({
+    "name": STR,
+    "description": STR,
+    "config": ANY_OBJECT,
+    "default": {**BOOL, "description": "part of the default run (real-data variants are opt-in)"},
+    "queue": {**STR, "description": "worker queue (cpu or gpu)"},
+})
+
+SUITE = obj({
+    "name": STR,
+    "version": {**STR, "description": "results compare only within one suite version"},
+    "hook": {**STR, "description": "the objective hook the suite calls"},
+    "description": STR,
+    "headline": STR,
+    "reference": {**STR, "description": "slug of the reference objective"},
+    "metrics": arr(ref("MetricSpec")),
+    "variants": arr(ref("Variant")),
+    "protocol": ANY_OBJECT,
+    "url": STR,
+})
+
+VERSION = obj({
+    "id": INT,
+    "label": STR,
+    "code_sha256": STR,
+    "hyperparameters": ANY_OBJECT,
+    "created": {**STR, "format": "date-time"},
+})
+
+OBJECTIVE = obj({
+    "slug": STR,
+    "name": STR,
+    "description": STR,
+    "paper_url": STR,
+    "builtin": BOOL,
+    "owner": nullable({**STR, "description": "username; null for built-in baselines"}),
+    "visibility": {"enum": ["public", "private"],
+                   "description": "of the code; results are public either way"},
+    "created": {**STR, "format": "date-time"},
+    "url": STR,
+    "versions": arr(ref("ObjectiveVersion"), "oldest first"),
+})
+
+PROFILE = obj({
+    "slug": STR,
+    "name": STR,
+    "description": STR,
+    "paper_url": nullable(STR),
+    "owner": nullable(STR),
+    "is_builtin": BOOL,
+    "visibility": {"enum": ["public", "private"]},
+    "code_visible": {**BOOL, "description": "whether this viewer may read the code"},
+    "versions": arr(ref("ObjectiveVersion"), "newest first"),
+    "suites": arr(obj({"suite": STR, "suite_version": STR,
+                       "rows": arr(ANY_OBJECT, "this objective's row in each variant's table"),
+                       "summary": arr(ANY_OBJECT, "headline relative to the reference")},
+                      extra=True), "every suite with results"),
+}, {
+    "code": {**nullable(STR), "description": "source of the newest version: absent unless "
+             "the code is public or the viewer owns the objective"},
+}, description="Everything the objective page shows (built by webapp.leaderboard); "
+    "training curves only with ?curves=1.", extra=True)
+
+RESULT = obj({
+    "id": INT,
+    "objective": {**STR, "description": "objective slug"},
+    "version_id": INT,
+    "version_label": STR,
+    "code_sha256": STR,
+    "hyperparameters": ANY_OBJECT,
+    "suite": STR,
+    "suite_version": STR,
+    "variant": STR,
+    "variant_hash": STR,
+    "seed": INT,
+    "status": {"enum": list(STATUSES)},
+    "attempts": INT,
+    "diverged_step": nullable(INT),
+    "wall_time": NUM_OR_NULL,
+    "finished_at": nullable({**STR, "format": "date-time"}),
+    "environment": ANY_OBJECT,
+    "error": nullable({**STR, "description": "failure reason; null when withheld (private "
+                       "code of another user's objective)"}),
+    "metrics": mapping(NUM_OR_NULL, "metric name → value"),
+}, {
+    "curves": mapping(arr(NUM_OR_NULL), "curve name → values over training (?curves=1)"),
+}, description="One cell (objective version, suite, variant, seed) with its metrics.")
+
+ERROR = obj({"error": {**STR, "description": "what was wrong, in words"},
+             "status": INT})
+
+COMPONENTS: dict[str, dict] = {
+    "Error": ERROR,
+    "MetricSpec": METRIC_SPEC,
+    "Variant": VARIANT,
+    "Suite": SUITE,
+    "SuiteList": obj({"suites": arr(ref("Suite"))}),
+    "Comparison": COMPARISON,
+    "TableRow": TABLE_ROW,
+    "VariantTable": VARIANT_TABLE,
+    "SuiteDetail": obj({"suite": ref("Suite"),
+                        "tables": arr(ref("VariantTable"), "one per requested variant")}),
+    "ObjectiveVersion": VERSION,
+    "Objective": OBJECTIVE,
+    "ObjectivePage": page_of("Objective", "objectives"),
+    "ObjectiveProfile": PROFILE,
+    "Result": RESULT,
+    "ResultPage": page_of("Result", "results"),
+}
+
+
+# ---------------------------------------------------------------- endpoints
+@dataclass(frozen=True)
+class Param:
+    name: str
+    where: str  # "path" | "query"
+    schema: dict
+    description: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One GET endpoint. ``examples`` are request paths with ``{suite}``, ``{variant}``
+    and ``{objective}`` filled from live data by the index page and the tests."""
+
+    path: str
+    url_name: str
+    summary: str
+    description: str
+    response: str | None  # a components/schemas name; None: the OpenAPI document itself
+    params: tuple[Param, ...] = ()
+    errors: tuple[int, ...] = ()
+    examples: tuple[str, ...] = field(default=())
+
+
+PAGE = Param("page", "query", {**INT, "minimum": 1, "default": 1}, "page number, from 1")
+PAGE_SIZE = Param("page_size", "query",
+                  {**INT, "minimum": 1, "maximum": PAGE_SIZE_MAX, "default": PAGE_SIZE_DEFAULT},
+                  f"records per page (at most {PAGE_SIZE_MAX})")
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(
+        "/api/suites", "api-suites", "List the suites",
+        "Every registered suite with its version, hook, headline metric, metrics and "
+        "variants (public variants only).",
+        "SuiteList", examples=("/api/suites",)),
+    Endpoint(
+        "/api/suites/{name}", "api-suite", "One suite with its leaderboard tables",
+        "The suite and, per variant, the leaderboard table: mean over seeds with its 95% "
+        "bootstrap CI, seed and divergence counts, per-seed values and the paired "
+        "comparison with the reference. Default: every default variant that has results.",
+        "SuiteDetail",
+        params=(Param("name", "path", STR, "suite name", required=True),
+                Param("variant", "query", STR, "variant(s) to include: repeat the parameter "
+                      "or separate with commas; default: the default variants with results")),
+        errors=(404,),
+        examples=("/api/suites/{suite}?variant={variant}", "/api/suites/{suite}")),
+    Endpoint(
+        "/api/objectives", "api-objectives", "List the objectives",
+        "Objectives (built-in baselines and submissions) with their versions: label, "
+        "code hash and hyperparameters. Code is never listed here. Ordered by slug.",
+        "ObjectivePage",
+        params=(Param("builtin", "query", {"enum": ["true", "false"]},
+                      "only built-in baselines (true) or only submissions (false)"),
+                PAGE, PAGE_SIZE),
+        errors=(400,),
+        examples=("/api/objectives", "/api/objectives?builtin=true&page_size=20")),
+    Endpoint(
+        "/api/objectives/{slug}", "api-objective", "One objective's profile",
+        "What the objective page shows: description, author, hyperparameters, every "
+        "suite's numbers. The code is included only if it is public or yours.",
+        "ObjectiveProfile",
+        params=(Param("slug", "path", STR, "objective slug", required=True),
+                Param("curves", "query", {"enum": ["0", "1"], "default": "0"},
+                      "1: include training curves (mean ± s.d. band and every seed) for every "
+                      "suite and variant")),
+        errors=(404,),
+        examples=("/api/objectives/{objective}", "/api/objectives/{objective}?curves=1")),
+    Endpoint(
+        "/api/results", "api-results", "Per-seed results (tidy)",
+        "One record per cell (objective version × suite × variant × seed) with its "
+        "metrics, in a stable order (by cell id). Comma-separated lists are accepted "
+        "for variant, seed and status.",
+        "ResultPage",
+        params=(Param("suite", "query", STR, "suite name"),
+                Param("suite_version", "query", STR, "suite version (default: all)"),
+                Param("variant", "query", STR, "variant name(s); checked against the suite "
+                      "when one is given"),
+                Param("objective", "query", STR, "objective slug"),
+                Param("version", "query", INT, "objective version id"),
+                Param("seed", "query", STR, "seed(s), integers"),
+                Param("status", "query", STR, "status(es): " + ", ".join(STATUSES)
+                      + "; default: the finished ones (" + ", ".join(FINISHED) + ")"),
+                Param("curves", "query", {"enum": ["0", "1"], "default": "0"},
+                      "1: include the training curves"),
+                PAGE, PAGE_SIZE),
+        errors=(400, 404),
+        examples=("/api/results?suite={suite}&variant={variant}&page_size=20",
+                  "/api/results?objective={objective}&seed=0&curves=1")),
+    Endpoint(
+        "/api/openapi.json", "api-openapi", "This description (OpenAPI 3.1)",
+        "The OpenAPI 3.1 document for every endpoint above.",
+        None, examples=("/api/openapi.json",)),
+)
+
+
+# ---------------------------------------------------------------- the document
+def _parameter(p: Param) -> dict:
+    return {"name": p.name, "in": p.where, "required": p.required or p.where == "path",
+            "description": p.description, "schema": p.schema}
+
+
+def _json_response(description: str, schema: dict) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+ERROR_TEXT = {400: "bad parameter", 404: "unknown suite, variant or objective"}
+
+
+def _operation(e: Endpoint) -> dict:
+    ok = ANY_OBJECT if e.response is None else ref(e.response)
+    responses = {"200": _json_response(e.summary, ok)}
+    for status in e.errors:
+        responses[str(status)] = _json_response(ERROR_TEXT[status], ref("Error"))
+    return {"operationId": e.url_name.replace("-", "_"), "summary": e.summary,
+            "description": e.description, "parameters": [_parameter(p) for p in e.params],
+            "responses": responses}
+
+
+def schema(server: str = "/") -> dict:
+    """The OpenAPI 3.1 document (a JSON-serializable dict)."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Objective Harness API",
+            "version": "1",
+            "description": "Read-only JSON API of the Objective Harness leaderboard: suites, "
+                           "objectives and per-seed results. No authentication; private "
+                           "code is only returned to its owner (session login).",
+        },
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "servers": [{"url": server}],
+        "paths": {e.path: {"get": _operation(e)} for e in ENDPOINTS},
+        "components": {"schemas": COMPONENTS},
+    }

@@ -1,0 +1,218 @@
+/* Plots of the leaderboard pages, drawn with the bundled plotly.min.js (never a CDN).
+ *
+ * Every <div class="plot" data-plot="KIND" data-source="ID"> reads its data from the
+ * <script type="application/json" id="ID"> written by Django's json_script, and is
+ * drawn by renderers[KIND]. Kinds: strip (per-seed values per objective), family
+ * (headline across a variant family with CI bands), curves (training curves, mean with
+ * a band, one legend entry per seed), scatter (per-seed metric pairs), forest (paired
+ * differences per variant).
+ */
+(function () {
+  "use strict";
+  var COLORS = ["#2357a6", "#d9730d", "#2e8540", "#b5302a", "#7a4fb0", "#8c564b", "#c2418f",
+                "#3b9ab2", "#a8a116", "#4d4d4d"];
+  var REF = "#6b7785";
+  var CONFIG = {displaylogo: false, responsive: true,
+                modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d"]};
+
+  function base(extra) {
+    var layout = {margin: {l: 64, r: 16, t: 28, b: 48}, hovermode: "closest",
+                  font: {family: "system-ui, -apple-system, 'Segoe UI', sans-serif", size: 12,
+                         color: "#1d232a"},
+                  paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+                  legend: {orientation: "v", x: 1.01, y: 1, font: {size: 11}}};
+    for (var k in extra) { layout[k] = extra[k]; }
+    return layout;
+  }
+  function scale(percent) {
+    return function (v) { return v === null || v === undefined ? null : (percent ? 100 * v : v); };
+  }
+  function unit(percent) { return percent ? " (%)" : ""; }
+  function esc(s) {
+    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+  function rgba(hex, a) {
+    var n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + a + ")";
+  }
+  function colorFor(labels) {
+    var map = {}, i = 0;
+    labels.forEach(function (l) { if (!(l.label in map)) {
+      map[l.label] = l.is_reference ? REF : COLORS[i++ % COLORS.length]; } });
+    return map;
+  }
+  function band(x, low, high, color, axes, group) {
+    var xs = [], ys = [];
+    for (var i = 0; i < x.length; i++) { if (high[i] !== null) { xs.push(x[i]); ys.push(high[i]); } }
+    for (var j = x.length - 1; j >= 0; j--) { if (low[j] !== null) { xs.push(x[j]); ys.push(low[j]); } }
+    return {x: xs, y: ys, type: "scatter", mode: "lines", fill: "toself", line: {width: 0},
+            fillcolor: rgba(color, 0.14), hoverinfo: "skip", showlegend: false,
+            legendgroup: group, xaxis: axes[0], yaxis: axes[1]};
+  }
+  function axisNames(k) { return k === 0 ? ["x", "y"] : ["x" + (k + 1), "y" + (k + 1)]; }
+  function axisKey(prefix, k) { return k === 0 ? prefix + "axis" : prefix + "axis" + (k + 1); }
+
+  var renderers = {};
+
+  renderers.strip = function (el, d) {
+    var f = scale(d.percent);
+    var colors = colorFor(d.objectives.map(function (o) { return {label: o.label, is_reference: o.is_reference}; }));
+    var traces = d.objectives.map(function (o) {
+      var name = esc(o.label) + (o.tied_with_best ? " ★" : "");
+      return {type: "box", orientation: "h", name: name, x: o.values.map(f),
+              text: o.seeds.map(function (s) { return "seed " + s; }),
+              boxpoints: "all", jitter: 0.45, pointpos: 0, boxmean: true,
+              marker: {color: colors[o.label], size: 7, opacity: 0.85},
+              line: {color: colors[o.label], width: 1.2}, fillcolor: rgba(colors[o.label], 0.08),
+              hovertemplate: "%{text}: %{x:.4g}<extra>" + name + "</extra>"};
+    });
+    Plotly.newPlot(el, traces, base({
+      height: Math.max(260, 26 * traces.length + 90), showlegend: false,
+      margin: {l: 150, r: 16, t: 16, b: 48},
+      xaxis: {title: {text: esc(d.metric) + unit(d.percent) + " — " + (d.higher_is_better ? "higher" : "lower") + " is better"},
+              zeroline: false, gridcolor: "#eef1f4"},
+      yaxis: {autorange: "reversed", automargin: true}}), CONFIG);
+  };
+
+  renderers.family = function (el, d) {
+    var f = scale(d.percent), traces = [], layout = base({});
+    var labels = [];
+    d.families.forEach(function (fam) { fam.lines.forEach(function (l) { labels.push(l); }); });
+    var colors = colorFor(labels), seen = {}, shownCount = 0, visible = {};
+    labels.forEach(function (l) {
+      if (!(l.label in visible)) { visible[l.label] = l.is_reference || shownCount++ < 8; }
+    });
+    var n = d.families.length;
+    layout.grid = {rows: 1, columns: n, pattern: "independent"};
+    layout.height = 400;
+    d.families.forEach(function (fam, k) {
+      var axes = axisNames(k);
+      layout[axisKey("x", k)] = {title: {text: esc(fam.x_label) + " · " + esc(fam.name)}, gridcolor: "#eef1f4", zeroline: false};
+      layout[axisKey("y", k)] = {title: {text: k === 0 ? esc(d.metric) + unit(d.percent) : ""}, gridcolor: "#eef1f4", zeroline: false};
+      fam.lines.forEach(function (l) {
+        var color = colors[l.label], vis = visible[l.label] ? true : "legendonly";
+        var b = band(l.x, l.low.map(f), l.high.map(f), color, axes, l.label);
+        b.visible = vis;
+        traces.push(b);
+        traces.push({x: l.x, y: l.mean.map(f), type: "scatter", mode: "lines+markers",
+                     name: esc(l.label), legendgroup: l.label, showlegend: !seen[l.label],
+                     visible: vis, xaxis: axes[0], yaxis: axes[1],
+                     line: {color: color, width: 2, dash: l.is_reference ? "dash" : "solid"},
+                     marker: {size: 6, color: color},
+                     hovertemplate: esc(l.label) + " at %{x}: %{y:.4g}<extra></extra>"});
+        seen[l.label] = true;
+      });
+    });
+    Plotly.newPlot(el, traces, layout, CONFIG);
+  };
+
+  renderers.curves = function (el, d) {
+    if (!d || !d.by_label) { el.textContent = "No curves stored."; return; }
+    var names = [], labels = [];
+    Object.keys(d.by_label).forEach(function (label) {
+      var entry = d.by_label[label];
+      labels.push({label: label, is_reference: entry.is_reference});
+      Object.keys(entry.curves).forEach(function (n) { if (names.indexOf(n) < 0) { names.push(n); } });
+    });
+    if (!names.length) { el.textContent = "No curves stored."; return; }
+    var colors = colorFor(labels), traces = [];
+    var layout = base({height: 380, grid: {rows: 1, columns: names.length, pattern: "independent"},
+                       legend: {orientation: "h", y: -0.22, font: {size: 11}}});
+    layout.margin.b = 90;
+    names.forEach(function (name, k) {
+      var axes = axisNames(k);
+      layout[axisKey("x", k)] = {title: {text: "epoch"}, gridcolor: "#eef1f4", zeroline: false};
+      layout[axisKey("y", k)] = {title: {text: esc(name)}, gridcolor: "#eef1f4", zeroline: false,
+                                 type: /grad_norm/.test(name) ? "log" : "linear"};
+      labels.forEach(function (l) {
+        var c = d.by_label[l.label].curves[name];
+        if (!c) { return; }
+        var color = colors[l.label];
+        var x = c.mean.map(function (_, i) { return i + 1; });
+        if (!l.is_reference) { traces.push(band(x, c.low, c.high, color, axes, l.label)); }
+        traces.push({x: x, y: c.mean, type: "scatter", mode: "lines", name: esc(l.label) + " mean",
+                     legendgroup: l.label, showlegend: k === 0, xaxis: axes[0], yaxis: axes[1],
+                     line: {color: color, width: 2, dash: l.is_reference ? "dash" : "solid"},
+                     hovertemplate: esc(l.label) + " epoch %{x}: %{y:.4g}<extra>" + esc(name) + "</extra>"});
+        if (c.seeds) {
+          Object.keys(c.seeds).forEach(function (seed) {
+            var ys = c.seeds[seed];
+            traces.push({x: ys.map(function (_, i) { return i + 1; }), y: ys, type: "scatter",
+                         mode: "lines", name: esc(l.label) + " seed " + seed, visible: "legendonly",
+                         legendgroup: l.label + "/" + seed, showlegend: k === 0,
+                         xaxis: axes[0], yaxis: axes[1], line: {color: color, width: 1},
+                         opacity: 0.6,
+                         hovertemplate: "seed " + seed + " epoch %{x}: %{y:.4g}<extra></extra>"});
+          });
+        }
+      });
+    });
+    Plotly.newPlot(el, traces, layout, CONFIG);
+  };
+
+  renderers.scatter = function (el, d) {
+    var colors = colorFor(d.series);
+    var traces = d.series.map(function (s) {
+      return {x: s.x.map(scale(true)), y: s.y.map(scale(true)), text: s.text, type: "scatter",
+              mode: "markers", name: esc(s.label),
+              marker: {size: 8, color: colors[s.label], opacity: 0.8,
+                       symbol: s.is_reference ? "circle-open" : "circle"},
+              hovertemplate: "%{text}: (%{x:.3g}, %{y:.3g})<extra>" + esc(s.label) + "</extra>"};
+    });
+    Plotly.newPlot(el, traces, base({height: 380,
+      xaxis: {title: {text: esc(d.x_label) + " (%)"}, gridcolor: "#eef1f4"},
+      yaxis: {title: {text: esc(d.y_label) + " (%)"}, gridcolor: "#eef1f4"}}), CONFIG);
+  };
+
+  renderers.forest = function (el, d) {
+    var f = scale(d.percent), sign = d.higher_is_better ? 1 : -1;
+    var rows = d.rows.filter(function (r) { return r.diff; });
+    var names = rows.map(function (r) { return r.variant; });
+    var dots = {x: [], y: [], text: []};
+    rows.forEach(function (r) {
+      r.pairs.forEach(function (p) {
+        dots.x.push(f(sign * (p[1] - p[2]))); dots.y.push(r.variant); dots.text.push("seed " + p[0]);
+      });
+    });
+    var mean = {x: rows.map(function (r) { return f(r.diff.mean_diff); }), y: names,
+                type: "scatter", mode: "markers", name: "mean difference [95% CI]",
+                marker: {size: 11, color: COLORS[0], symbol: "diamond"},
+                error_x: {type: "data", symmetric: false,
+                          array: rows.map(function (r) { return r.diff.diff_ci_high === null ? 0 : f(r.diff.diff_ci_high - r.diff.mean_diff); }),
+                          arrayminus: rows.map(function (r) { return r.diff.diff_ci_low === null ? 0 : f(r.diff.mean_diff - r.diff.diff_ci_low); }),
+                          color: COLORS[0], thickness: 2, width: 6},
+                hovertemplate: "%{y}: %{x:.3g}<extra></extra>"};
+    var seeds = {x: dots.x, y: dots.y, text: dots.text, type: "scatter", mode: "markers",
+                 name: "per-seed difference", marker: {size: 6, color: REF, opacity: 0.55},
+                 hovertemplate: "%{y} %{text}: %{x:.3g}<extra></extra>"};
+    Plotly.newPlot(el, [seeds, mean], base({
+      height: Math.max(260, 40 * names.length + 100),
+      margin: {l: 120, r: 16, t: 16, b: 48},
+      xaxis: {title: {text: esc(d.a.label) + " − " + esc(d.b.label) + (d.percent ? " (pp)" : "")},
+              zeroline: true, zerolinecolor: "#1d232a", zerolinewidth: 1, gridcolor: "#eef1f4"},
+      yaxis: {autorange: "reversed", automargin: true},
+      legend: {orientation: "h", y: -0.2}}), CONFIG);
+  };
+
+  function draw() {
+    if (typeof Plotly === "undefined") { return; }
+    var plots = document.querySelectorAll("div.plot[data-plot]");
+    Array.prototype.forEach.call(plots, function (el) {
+      var source = document.getElementById(el.getAttribute("data-source"));
+      var render = renderers[el.getAttribute("data-plot")];
+      if (!source || !render) { return; }
+      try {
+        render(el, JSON.parse(source.textContent));
+        el.setAttribute("data-rendered", "true");
+      } catch (err) {
+        el.textContent = "This plot could not be drawn.";
+        if (window.console) { console.error(err); }
+      }
+    });
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", draw);
+  } else {
+    draw();
+  }
+}());

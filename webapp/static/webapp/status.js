@@ -1,0 +1,53 @@
+// Run status page: poll /runs/<pk>/status.json and update the table in place
+// until every cell has a final status. No page reloads; text only (no innerHTML).
+(function () {
+  "use strict";
+  var root = document.getElementById("run-status");
+  if (!root) return;
+  var url = root.dataset.statusUrl;
+  var INTERVAL_MS = 1500;
+
+  function setText(el, text) {
+    if (el && el.textContent !== text) el.textContent = text;
+  }
+
+  function render(run) {
+    run.cells.forEach(function (cell) {
+      var row = root.querySelector('tr[data-cell="' + cell.id + '"]');
+      if (!row) return;
+      var st = row.querySelector(".st");
+      setText(st, cell.label);
+      st.className = "st status-" + cell.status;
+      setText(row.querySelector(".headline"), cell.headline ? cell.headline.text : "");
+      setText(row.querySelector(".reason-text"), cell.reason);
+      row.dataset.status = cell.status;
+    });
+    Object.keys(run.counts).forEach(function (status) {
+      setText(root.querySelector('[data-count="' + status + '"]'), String(run.counts[status]));
+    });
+    if (run.finished) {
+      root.dataset.finished = "true";
+      setText(document.getElementById("run-state"), "Finished.");
+      var links = document.getElementById("run-links");
+      if (links) links.hidden = false;
+    }
+  }
+
+  function poll() {
+    fetch(url, {headers: {"Accept": "application/json"}, cache: "no-store",
+                credentials: "same-origin"})
+      .then(function (response) {
+        if (!response.ok) throw new Error("status " + response.status);
+        return response.json();
+      })
+      .then(function (run) {
+        render(run);
+        if (!run.finished) window.setTimeout(poll, INTERVAL_MS);
+      })
+      .catch(function () {
+        window.setTimeout(poll, INTERVAL_MS * 2);  // a hiccup: keep trying, more slowly
+      });
+  }
+
+  if (root.dataset.finished !== "true") window.setTimeout(poll, INTERVAL_MS);
+})();

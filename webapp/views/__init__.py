@@ -1,0 +1,1 @@
+"""Views: thin request handlers over webapp.leaderboard and webapp.storage."""

@@ -1,0 +1,358 @@
+"""Read-only JSON API: suites, objectives, per-seed results, and its OpenAPI schema.
+
+Thin views: tables come from ``webapp.leaderboard`` (cached there), rows from the
+models with a fixed number of queries per request whatever the page size. Errors are
+JSON ``{"error": message, "status": code}``, never a stack trace. Private code is
+only ever returned to its owner. The endpoints are described once, in
+``webapp.openapi``; the index page and ``/api/openapi.json`` render that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Prefetch
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import path, re_path, reverse
+
+import suites
+from suites.base import Suite
+from webapp import leaderboard, openapi
+from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
+
+logger = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+# ---------------------------------------------------------------- responses
+def _finite(value):
+    """The payload with every NaN/inf float replaced by None (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json(payload, status: int = 200) -> HttpResponse:
+    options = {"cls": DjangoJSONEncoder, "allow_nan": False, "ensure_ascii": False,
+               "separators": (",", ":")}
+    try:  # leaderboard payloads are NaN-free already: no second walk over megabytes
+        body = json.dumps(payload, **options)
+    except ValueError:
+        body = json.dumps(_finite(payload), **options)
+    return HttpResponse(body, status=status, content_type="application/json")
+
+
+def _error(status: int, message: str) -> HttpResponse:
+    return _json({"error": message, "status": status}, status=status)
+
+
+def api_view(view: Callable[..., object]) -> Callable[..., HttpResponse]:
+    """GET/HEAD only; the view returns a payload or raises ApiError; nothing leaks."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.method not in ("GET", "HEAD"):
+            response = _error(405, f"method {request.method} not allowed: the API is read-only")
+            response["Allow"] = "GET, HEAD"
+            return response
+        try:
+            return _json(view(request, *args, **kwargs))
+        except ApiError as e:
+            return _error(e.status, e.message)
+        except Exception:
+            logger.exception("API request %s failed", request.get_full_path())
+            return _error(500, "internal error; it has been logged")
+
+    return wrapper
+
+
+# ---------------------------------------------------------------- parameters
+def _suite(name: str) -> Suite:
+    try:
+        return suites.get_suite(name)
+    except KeyError:
+        raise ApiError(404, f"unknown suite {name!r} (suites: "
+                       f"{', '.join(suites.suite_names())})") from None
+
+
+def _variants(suite: Suite, names: list[str]) -> list[str]:
+    known = {v.name for v in suite.variants}
+    for name in names:
+        if name not in known:
+            raise ApiError(404, f"suite {suite.name!r} has no variant {name!r} "
+                           f"(variants: {', '.join(v.name for v in suite.variants)})")
+    return names
+
+
+def _listed(request: HttpRequest, name: str) -> list[str]:
+    """A parameter given repeatedly and/or comma-separated, as a list."""
+    return [v.strip() for raw in request.GET.getlist(name) for v in raw.split(",") if v.strip()]
+
+
+def _int(request: HttpRequest, name: str, default: int, low: int, high: int | None = None) -> int:
+    raw = request.GET.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer, got {raw!r}") from None
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ApiError(400, f"{name} must be {bounds}, got {value}")
+    return value
+
+
+def _flag(request: HttpRequest, name: str) -> bool | None:
+    raw = request.GET.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw.lower() in ("1", "true", "yes"):
+        return True
+    if raw.lower() in ("0", "false", "no"):
+        return False
+    raise ApiError(400, f"{name} must be true or false, got {raw!r}")
+
+
+def _page(request: HttpRequest, queryset, serialize: Callable[[object], dict]) -> dict:
+    """One page of ``queryset`` (already ordered) as {count, page, ..., results}."""
+    page = _int(request, "page", 1, 1)
+    size = _int(request, "page_size", openapi.PAGE_SIZE_DEFAULT, 1, openapi.PAGE_SIZE_MAX)
+    count = queryset.count()
+    pages = max(1, math.ceil(count / size))
+    start = (page - 1) * size
+    items = list(queryset[start:start + size]) if start < count else []
+
+    def link(number: int) -> str:
+        query = request.GET.copy()
+        query["page"] = str(number)
+        return f"{request.path}?{urlencode(sorted(query.lists()), doseq=True)}"
+
+    return {"count": count, "page": page, "page_size": size, "pages": pages,
+            "next": link(page + 1) if page < pages else None,
+            "previous": link(min(page - 1, pages)) if page > 1 else None,
+            "results": [serialize(item) for item in items]}
+
+
+def _may_see_code(objective: Objective, user) -> bool:
+    return objective.visibility == Objective.PUBLIC or (
+        user.is_authenticated and objective.owner_id == user.pk)
+
+
+def _without_code(value):
+    """The payload with every ``code`` key removed, at any depth."""
+    if isinstance(value, dict):
+        return {k: _without_code(v) for k, v in value.items() if k != "code"}
+    if isinstance(value, list):
+        return [_without_code(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------- serializers
+def suite_payload(suite: Suite) -> dict:
+    return {
+        "name": suite.name, "version": suite.version, "hook": suite.hook,
+        "description": suite.description, "headline": suite.headline,
+        "reference": suite.reference,
+        "metrics": [{"name": m.name, "label": m.label, "higher_is_better": m.higher_is_better,
+                     "description": m.description, "percent": m.percent, "short": m.short}
+                    for m in suite.metrics],
+        "variants": [{"name": v.name, "description": v.description, "config": dict(v.config),
+                      "default": v.default, "queue": v.queue} for v in suite.variants],
+        "protocol": dict(suite.protocol),
+        "url": reverse("api-suite", args=[suite.name]),
+    }
+
+
+def _objective(o: Objective) -> dict:
+    return {
+        "slug": o.slug, "name": o.name, "description": o.description,
+        "paper_url": o.paper_url, "builtin": o.is_builtin,
+        "owner": o.owner.username if o.owner else None,
+        "visibility": o.visibility, "created": o.created,
+        "url": reverse("api-objective", args=[o.slug]),
+        "versions": [{"id": v.id, "label": v.label, "code_sha256": v.code_sha256,
+                      "hyperparameters": v.hyperparameters, "created": v.created}
+                     for v in o.versions.all()],
+    }
+
+
+RESULT_FIELDS = ("id", "version_id", "suite", "suite_version", "variant", "variant_hash", "seed",
+                 "status", "attempts", "diverged_step", "wall_time", "finished_at",
+                 "environment", "error", "version__label", "version__code_sha256",
+                 "version__hyperparameters", "version__objective__slug",
+                 "version__objective__visibility", "version__objective__owner_id")
+
+
+def _results_page(request: HttpRequest, cells, curves: bool) -> dict:
+    """A page of cells as tidy records: the cells with their version and objective in one
+    query, then all their metrics (and curves) in one query each, whatever the page size."""
+    user = request.user
+    page = _page(request, cells.values(*RESULT_FIELDS), lambda c: c)
+    ids = [c["id"] for c in page["results"]]
+    metrics: dict[int, dict[str, float]] = {i: {} for i in ids}
+    curve_values: dict[int, dict[str, list]] = {i: {} for i in ids}
+    if ids:
+        for cell_id, name, value in Metric.objects.filter(cell_id__in=ids).order_by(
+                "cell_id", "name").values_list("cell_id", "name", "value"):
+            metrics[cell_id][name] = value
+        if curves:
+            for cell_id, name, values in Curve.objects.filter(cell_id__in=ids).order_by(
+                    "cell_id", "name").values_list("cell_id", "name", "values"):
+                curve_values[cell_id][name] = values
+    records = []
+    for c in page["results"]:
+        visible = c["version__objective__visibility"] == Objective.PUBLIC or (
+            user.is_authenticated and c["version__objective__owner_id"] == user.pk)
+        record = {
+            "id": c["id"], "objective": c["version__objective__slug"],
+            "version_id": c["version_id"], "version_label": c["version__label"],
+            "code_sha256": c["version__code_sha256"],
+            "hyperparameters": c["version__hyperparameters"],
+            **{k: c[k] for k in ("suite", "suite_version", "variant", "variant_hash", "seed",
+                                 "status", "attempts", "diverged_step", "wall_time",
+                                 "finished_at", "environment")},
+            # A failure message can quote the objective's source: only for who may see it.
+            "error": c["error"] if visible else None,
+            "metrics": metrics[c["id"]],
+        }
+        if curves:
+            record["curves"] = curve_values[c["id"]]
+        records.append(record)
+    return {**page, "results": records}
+
+
+# ---------------------------------------------------------------- views
+def index(request: HttpRequest) -> HttpResponse:
+    """The endpoints, with example requests filled from live data."""
+    names = suites.suite_names()
+    suite = suites.get_suite(names[0]) if names else None
+    values = {
+        "suite": suite.name if suite else "noisy-labels",
+        "variant": (suite.default_variants or [v.name for v in suite.variants])[0]
+        if suite else "clean",
+        "objective": suite.reference if suite else "ce",
+    }
+    endpoints = [{"path": e.path, "summary": e.summary, "description": e.description,
+                  "params": e.params, "errors": e.errors,
+                  "examples": [x.format(**values) for x in e.examples]}
+                 for e in openapi.ENDPOINTS]
+    return render(request, "webapp/api_index.html",
+                  {"endpoints": endpoints, "example": values,
+                   "page_size_max": openapi.PAGE_SIZE_MAX})
+
+
+@api_view
+def suite_list(request: HttpRequest) -> dict:
+    return {"suites": [suite_payload(suites.get_suite(n)) for n in suites.suite_names()]}
+
+
+@api_view
+def suite_detail(request: HttpRequest, name: str) -> dict:
+    suite = _suite(name)
+    variants = _variants(suite, _listed(request, "variant"))
+    if variants:
+        tables = [leaderboard.variant_table(suite, v) for v in variants]
+    else:  # every default variant with results, from one fingerprint query and one cache read
+        _, tables = leaderboard.export_tables(suite)
+    return {"suite": suite_payload(suite), "tables": tables}
+
+
+@api_view
+def objective_list(request: HttpRequest) -> dict:
+    objectives = Objective.objects.select_related("owner").order_by("slug")
+    builtin = _flag(request, "builtin")
+    if builtin is not None:
+        objectives = objectives.filter(is_builtin=builtin)
+    versions = ObjectiveVersion.objects.defer("code").order_by("created", "id")
+    return _page(request, objectives.prefetch_related(Prefetch("versions", queryset=versions)),
+                 _objective)
+
+
+@api_view
+def objective_detail(request: HttpRequest, slug: str) -> dict:
+    try:
+        objective = Objective.objects.only("slug", "visibility", "owner_id").get(slug=slug)
+    except Objective.DoesNotExist:
+        raise ApiError(404, f"unknown objective {slug!r}") from None
+    curves = "all" if _flag(request, "curves") else None
+    try:
+        profile = leaderboard.objective_profile(slug, request.user, curves=curves)
+    except leaderboard.NotFound as e:
+        raise ApiError(404, str(e)) from None
+    # The profile withholds private code itself; this check is independent of it.
+    return profile if _may_see_code(objective, request.user) else _without_code(profile)
+
+
+@api_view
+def results(request: HttpRequest) -> dict:
+    cells = Cell.objects.all()
+    suite_name = request.GET.get("suite")
+    variants = _listed(request, "variant")
+    if suite_name:
+        suite = _suite(suite_name)
+        _variants(suite, variants)
+        cells = cells.filter(suite=suite.name)
+    if request.GET.get("suite_version"):
+        cells = cells.filter(suite_version=request.GET["suite_version"])
+    if variants:
+        cells = cells.filter(variant__in=variants)
+    if request.GET.get("objective"):
+        slug = request.GET["objective"]
+        if not Objective.objects.filter(slug=slug).exists():
+            raise ApiError(404, f"unknown objective {slug!r}")
+        cells = cells.filter(version__objective__slug=slug)
+    if request.GET.get("version"):
+        cells = cells.filter(version_id=_int(request, "version", 0, 1))
+    seeds = _listed(request, "seed")
+    if seeds:
+        try:
+            cells = cells.filter(seed__in=[int(s) for s in seeds])
+        except ValueError:
+            raise ApiError(400, f"seed must be integers, got {','.join(seeds)!r}") from None
+    statuses = _listed(request, "status") or list(openapi.FINISHED)
+    unknown = sorted(set(statuses) - set(openapi.STATUSES))
+    if unknown:
+        raise ApiError(400, f"unknown status {', '.join(unknown)} "
+                       f"(statuses: {', '.join(openapi.STATUSES)})")
+    cells = cells.filter(status__in=statuses)
+    return _results_page(request, cells.order_by("id"), _flag(request, "curves") or False)
+
+
+@api_view
+def openapi_json(request: HttpRequest) -> dict:
+    return openapi.schema()
+
+
+@api_view
+def not_found(request: HttpRequest, rest: str = "") -> dict:
+    raise ApiError(404, f"no API endpoint at {request.path}; see {reverse('api-openapi')}")
+
+
+# Both /api/suites and /api/suites/ answer; anything else under /api/ is a JSON 404.
+urlpatterns = [
+    path("", index, name="api-index"),
+    re_path(r"^suites/?$", suite_list, name="api-suites"),
+    re_path(r"^suites/(?P<name>[^/]+)/?$", suite_detail, name="api-suite"),
+    re_path(r"^objectives/?$", objective_list, name="api-objectives"),
+    re_path(r"^objectives/(?P<slug>[-\w]+)/?$", objective_detail, name="api-objective"),
+    re_path(r"^results/?$", results, name="api-results"),
+    path("openapi.json", openapi_json, name="api-openapi"),
+    re_path(r"^(?P<rest>.*)$", not_found),
+]
