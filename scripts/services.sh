@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Install (when missing) and start what the tests need: PostgreSQL with a `harness`
-# role and database on 127.0.0.1:5432. Idempotent; needs root (or sudo) for apt and su.
+# role and database on 127.0.0.1:5432, and Debian's Chromium for the browser tests.
+# Idempotent; needs root (or sudo) for apt and su.
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
-  echo "services: installing PostgreSQL (Debian package)"
+missing=()
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "services: installing ${missing[*]} (Debian packages)"
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq postgresql >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 version=$(ls /usr/lib/postgresql | sort -V | tail -n 1)
@@ -31,4 +35,4 @@ fi
 if [ "$(psql_admin "SELECT 1 FROM pg_database WHERE datname='harness'")" != 1 ]; then
   psql_admin "CREATE DATABASE harness OWNER harness"
 fi
-echo "services: PostgreSQL $version ready on 127.0.0.1:5432 (user harness)"
+echo "services: PostgreSQL $version ready on 127.0.0.1:5432 (user harness); $(chromium --version)"
