@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PG_URL := postgres://harness:harness@127.0.0.1:5432/harness
+PORT ?= 8000
 
-.PHONY: demo full test lint bench install
+.PHONY: demo web full test lint bench install
 
 install: $(VENV)/.installed
 
@@ -14,9 +15,16 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
-# Every built-in baseline on four noisy-label variants, 5 seeds each (a few minutes on 2 cores).
+# Every built-in baseline on four noisy-label variants, 5 seeds each (a few minutes on 2
+# cores), then the web leaderboard on those results at http://127.0.0.1:8000/ (Ctrl-C stops it).
 demo: install
 	$(BIN)/harness run suite noisy-labels --variants clean sym-0.4 sym-0.6 asym-0.4 --seeds 5
+	@echo "Leaderboard: http://127.0.0.1:$(PORT)/  (Ctrl-C to stop)"
+	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT) --noreload
+
+web: install
+	$(BIN)/python manage.py migrate -v0
+	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT) --noreload
 
 # All baselines × all public variants × 5 seeds.
 full: install
