@@ -307,8 +307,9 @@ def test_ctrl_c_keeps_finished_groups_only(env, tmp_path):
             return F.cross_entropy(logits, targets, reduction="none")
         """)
     proc = subprocess.Popen(
+        # 20 epochs: ce trains in seconds, slow.py would sleep 160 s, far past any load.
         [*CLI, "run", "suite", "noisy-labels", "-o", "slow.py", "--variants", "sym-0.4",
-         "--seeds", "2", "--epochs", "2", "--json"],
+         "--seeds", "2", "--epochs", "20", "--json"],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
