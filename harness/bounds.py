@@ -157,10 +157,9 @@ def preactivation_bounds(model: nn.Module, params: Params, lower: Tensor, upper:
             continue
         n = _numel(shapes[i])
         eye = torch.eye(n, dtype=lower.dtype, device=lower.device)
-        spec = torch.cat([eye, -eye]).expand(lower.shape[0], 2 * n, n)
-        spec = spec.reshape(lower.shape[0], 2 * n, *shapes[i])
+        spec = torch.cat([eye, -eye]).reshape(1, 2 * n, *shapes[i])  # same for every input
         a, c = _backward(layers[:i], params, spec, pre, shapes)
-        bound = (c + _concretize(a, lower, upper)).reshape(lower.shape[0], 2, *shapes[i])
+        bound = (c + _concretize(a, lower, upper)).reshape(len(lower), 2, *shapes[i])
         pre[i] = (bound[:, 0], -bound[:, 1])
     return [pre[i] for i in relus]
 
@@ -320,7 +319,8 @@ def _spec(targets: Tensor, shapes: list, like: Tensor) -> Tensor:
 def _concretize(a: Tensor, lower: Tensor, upper: Tensor) -> Tensor:
     """``min_{lower ≤ x ≤ upper} a·x`` per row, attained at the lower corner where a ≥ 0 and the
     upper one where a < 0: ``a·mid − |a|·rad`` with the box's centre and radius."""
-    a, mid, rad = a.flatten(2), ((upper + lower) / 2).flatten(1), ((upper - lower) / 2).flatten(1)
+    mid, rad = ((upper + lower) / 2).flatten(1), ((upper - lower) / 2).flatten(1)
+    a = a.flatten(2).expand(len(mid), -1, -1)
     return torch.einsum("bkn,bn->bk", a, mid) - torch.einsum("bkn,bn->bk", a.abs(), rad)
 
 
@@ -340,9 +340,10 @@ def _backward(layers: list, params: Params, a: Tensor, pre: Mapping[int, Box],
               shapes: list) -> tuple[Tensor, Tensor]:
     """Substitute ``a · out`` ([B, K, *out shape]) back through ``layers`` to ``a' · in + c``.
 
-    ``pre[i]`` are the input bounds of the ReLU at index i. Conv2d is transposed with
-    ``conv_transpose2d`` (``output_padding`` recovers input sizes that strided convolutions
-    round away), so ``a`` stays dense but no unfolded matrix is built.
+    ``pre[i]`` are the input bounds of the ReLU at index i. ``a`` may have a batch of 1 (an
+    input-independent spec): it stays so through affine layers, so their cost is paid once.
+    Conv2d is transposed with ``conv_transpose2d`` (``output_padding`` recovers input sizes
+    that strided convolutions round away), so ``a`` stays dense but no unfolded matrix is built.
     """
     c = a.new_zeros(a.shape[:2])
     for i in range(len(layers) - 1, -1, -1):
@@ -350,6 +351,7 @@ def _backward(layers: list, params: Params, a: Tensor, pre: Mapping[int, Box],
         w = _weights(layer, name, params)
         if isinstance(layer, nn.ReLU):
             low_slope, up_slope, up_icpt = _relu_relaxation(*pre[i])
+            a = a.expand(len(up_icpt), *a.shape[1:])  # a batch of 1 up to the first ReLU
             pos, neg = a.clamp(min=0), a.clamp(max=0)
             c = c + torch.einsum("bkn,bn->bk", neg.flatten(2), up_icpt.flatten(1))
             a = pos * low_slope.unsqueeze(1) + neg * up_slope.unsqueeze(1)

@@ -78,7 +78,7 @@ def all_bounds(model, x, eps, y, **box):
             "crown": bounds.crown_margins(model, p, x, eps, y, intermediate="crown", **box)}
 
 
-def box_points(lo, hi, n, gen, vertices=True):
+def box_points(lo, hi, n, gen):
     """[B, n(+V), ...] uniform points in each box, plus all vertices (≤ 6 dims) or random ones."""
     shape = lo.shape[1:]
     u = torch.rand(lo.shape[0], n, *shape, generator=gen, dtype=lo.dtype)
@@ -88,8 +88,7 @@ def box_points(lo, hi, n, gen, vertices=True):
         corners = corners.reshape(1, -1, *shape).expand(lo.shape[0], -1, *shape)
     else:
         corners = torch.randint(0, 2, (lo.shape[0], n // 2, *shape), generator=gen).to(lo.dtype)
-    u = torch.cat([u, corners], 1) if vertices else u
-    return lo[:, None] + (hi - lo)[:, None] * u
+    return lo[:, None] + (hi - lo)[:, None] * torch.cat([u, corners], 1)
 
 
 def pgd_min_margins(model, x, y, lo, hi, gen, steps=60):
@@ -115,7 +114,8 @@ def pgd_min_margins(model, x, y, lo, hi, gen, steps=60):
 
 
 def assert_sound(model, x, y, eps, *, n=2000, seed=0, **box):
-    """Every sampled, vertex and PGD point has margins ≥ each bound and layers inside IBP."""
+    """Every sampled, vertex and PGD point has margins ≥ each bound, every layer's output inside
+    its IBP interval and every ReLU input inside its CROWN bounds."""
     gen = torch.Generator().manual_seed(seed)
     lo, hi = bounds.input_box(x, eps, **box)
     found = all_bounds(model, x, eps, y, **box)
@@ -128,12 +128,19 @@ def assert_sound(model, x, y, eps, *, n=2000, seed=0, **box):
         for name, bound in found.items():
             assert (sampled >= bound - 1e-9).all(), name
             assert (attacked >= bound - 1e-9).all(), name
+        def inside(values, box):
+            out = values.reshape(len(x), pts.shape[1], *values.shape[1:])
+            return (out >= box[0][:, None] - 1e-9).all() and (out <= box[1][:, None] + 1e-9).all()
+
         layer_in = flat
         intervals = bounds.interval_bounds(model, params_of(model), lo, hi)
-        for layer, (lo_l, hi_l) in zip(model, intervals, strict=True):
+        crown_pre = iter(bounds.preactivation_bounds(model, params_of(model), lo, hi,
+                                                     method="crown"))
+        for layer, box in zip(model, intervals, strict=True):
+            if isinstance(layer, nn.ReLU):
+                assert inside(layer_in, next(crown_pre))
             layer_in = layer(layer_in)
-            out = layer_in.reshape(len(x), pts.shape[1], *layer_in.shape[1:])
-            assert (out >= lo_l[:, None] - 1e-9).all() and (out <= hi_l[:, None] + 1e-9).all()
+            assert inside(layer_in, box)
     return found, torch.minimum(sampled, attacked)
 
 
