@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from harness import stats
 from suites import get_suite
 from suites.base import CellResult
-from webapp import leaderboard, storage
+from webapp import exports, leaderboard, storage
 from webapp.models import Cell, Objective, ObjectiveVersion, TableCache
 
 pytestmark = pytest.mark.django_db
@@ -305,14 +305,14 @@ def test_compare_is_paired_by_seed(board):
 
 def test_csv_export_parses_back(board):
     _, tables = leaderboard.export_tables("noisy-labels", "sym-0.4")
-    rows = list(csv.DictReader(io.StringIO(leaderboard.tables_csv(tables))))
+    rows = list(csv.DictReader(io.StringIO(exports.tables_csv(tables))))
     assert [r["objective"] for r in rows] == ["gce", "mae", "ce"]
     assert float(rows[0]["mean"]) == pytest.approx(np.mean(GCE["sym-0.4"]))
     assert rows[0]["distinguishable"] == "true" and rows[2]["reference"] == "true"
     assert rows[2]["p_improvement"] == ""  # no comparison of the reference with itself
     _, every = leaderboard.export_tables("noisy-labels")
     assert [t["variant"] for t in every] == ["clean", "sym-0.4"]
-    assert len(list(csv.DictReader(io.StringIO(leaderboard.tables_csv(every))))) == 6
+    assert len(list(csv.DictReader(io.StringIO(exports.tables_csv(every))))) == 6
 
 
 def test_latex_export_is_booktabs_with_best_bold_ties_and_escaping():
@@ -320,7 +320,7 @@ def test_latex_export_is_booktabs_with_best_bold_ties_and_escaping():
     make_objective("my-loss", GCE, label="my_loss&co")
     make_objective("twin", {"sym-0.4": [0.90, 0.92, 0.89, 0.93]})
     suite, tables = leaderboard.export_tables("noisy-labels", "sym-0.4")
-    tex = leaderboard.tables_latex(suite, tables)
+    tex = exports.tables_latex(suite, tables)
     for command in ("\\toprule", "\\midrule", "\\bottomrule", "\\begin{tabular}"):
         assert command in tex
     assert "my\\_loss\\&co" in tex and "my_loss" not in tex
@@ -329,7 +329,7 @@ def test_latex_export_is_booktabs_with_best_bold_ties_and_escaping():
     twin = next(line for line in tex.splitlines() if line.startswith("twin"))
     assert "$^\\dagger$" in twin and "\\textbf" not in twin
     assert "noisy-labels v1.0" in tex
-    wide = leaderboard.tables_latex(*leaderboard.export_tables("noisy-labels"), interval=True)
+    wide = exports.tables_latex(*leaderboard.export_tables("noisy-labels"), interval=True)
     assert "clean & sym-0.4" in wide and "\\scriptsize [" in wide
 
 

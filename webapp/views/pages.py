@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from suites import suite_names
-from webapp import leaderboard
+from webapp import exports, leaderboard
 from webapp.leaderboard import NotFound
 
 SHOW_CHOICES = ("15", "30", "all")
@@ -90,10 +90,10 @@ def export(request: HttpRequest, suite: str, fmt: str) -> HttpResponse:
     stem = f"{suite_obj.name}-{suite_obj.version}" + (
         f"-{variant.replace('/', '_')}" if variant else "")
     if fmt == "csv":
-        response = HttpResponse(leaderboard.tables_csv(tables),
+        response = HttpResponse(exports.tables_csv(tables),
                                 content_type="text/csv; charset=utf-8")
     else:
-        body = leaderboard.tables_latex(suite_obj, tables,
+        body = exports.tables_latex(suite_obj, tables,
                                         interval=request.GET.get("ci") == "interval")
         response = HttpResponse(body, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'inline; filename="{stem}.{fmt}"'

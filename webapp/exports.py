@@ -1,0 +1,147 @@
+"""Exports of leaderboard tables that researchers paste into papers: tidy CSV and a
+booktabs LaTeX table. Pure functions over :func:`webapp.leaderboard.variant_table`
+payloads; no queries."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from suites.base import Suite
+
+
+def tables_csv(tables: list[dict]) -> str:
+    """Tidy CSV: one line per (variant, objective), plain numbers (fractions, not %)."""
+    out = io.StringIO()
+    secondary = list(dict.fromkeys(m for t in tables for m in t["metrics"][1:]))
+    fields = ["suite", "suite_version", "variant", "objective", "slug", "builtin",
+              "reference", "seeds", "diverged", "failed", "mean", "ci_low", "ci_high", "std",
+              "iqm", "tied_with_best", "p_improvement", "p_ci_low", "p_ci_high", "diff_vs_ref",
+              "diff_ci_low", "diff_ci_high", "distinguishable", *secondary]
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(fields)
+    for t in tables:
+        for r in t["rows"]:
+            vs = r["vs_reference"] or {}
+            writer.writerow(_csv_cell(x) for x in [
+                t["suite"], t["suite_version"], t["variant"], r["objective"], r["slug"],
+                r["is_builtin"], r["is_reference"], r["seeds"], r["diverged"], r["failed"],
+                r["mean"], r["ci_low"], r["ci_high"], r["std"], r["iqm"], r["tied_with_best"],
+                vs.get("prob_improvement"), vs.get("prob_ci_low"), vs.get("prob_ci_high"),
+                vs.get("mean_diff"), vs.get("diff_ci_low"), vs.get("diff_ci_high"),
+                vs.get("distinguishable"), *(r["secondary"].get(m) for m in secondary)])
+    return out.getvalue()
+
+
+def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) -> str:
+    """A booktabs table to paste into a paper.
+
+    One variant: a row per objective with mean ± CI (± = half the CI width, or
+    ``[low, high]`` with ``interval``), seeds, diverged, P(improvement) over the
+    reference and the secondary metrics. Several variants: objectives × variants, headline
+    mean ± CI. Best in bold; † = statistically tied with the best (paired 95% CI of the
+    difference contains 0). Percent metrics are shown in %.
+    """
+    headline = suite.metric(suite.headline)
+    cell = _latex_interval if interval else _latex_pm
+    ci_word = "[95\\% CI]" if interval else "$\\pm$ half-width of the 95\\% CI"
+    unit = " (\\%)" if headline.percent else ""
+    note = (f"{_tex(suite.name)} v{_tex(suite.version)}, {_tex(headline.label)}{unit}: "
+            f"mean over seeds {ci_word} "
+            "(percentile bootstrap). \\textbf{Bold}: best; $^\\dagger$: tied with the best "
+            "(paired 95\\% CI of the difference contains 0).")
+    lines = ["% Objective Harness export; needs \\usepackage{booktabs}", "\\begin{table}[t]",
+             "\\centering", "\\small"]
+    if len(tables) == 1:
+        t = tables[0]
+        secondary = [suite.metric(m) for m in t["metrics"][1:]]
+        cols = "l" + "r" * (4 + len(secondary))
+        head = ["Objective", _tex(headline.short or headline.label), "Seeds", "Div.",
+                f"P(>{_tex(t['reference'])})",
+                *(_tex(m.short or m.name) for m in secondary)]
+        lines += [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\",
+                  "\\midrule"]
+        best = _best_label(t)
+        for r in t["rows"]:
+            vs = r["vs_reference"]
+            pi = "ref." if r["is_reference"] else (
+                "--" if not vs or vs["prob_improvement"] is None else
+                f"{vs['prob_improvement']:.2f}" + ("" if vs["distinguishable"] else "$^{\\ast}$"))
+            lines.append(" & ".join([
+                _tex(r["objective"]),
+                _latex_mark(cell(r, headline.percent), r, best),
+                str(r["seeds"]), str(r["diverged"]), pi,
+                *(_latex_number(r["secondary"].get(m.name), m.percent) for m in secondary),
+            ]) + " \\\\")
+        note += (f" P(>{_tex(t['reference'])}): probability of improvement over the reference on"
+                 " paired seeds; $^{\\ast}$: not distinguishable from the reference.")
+        caption = f"{_tex(t['variant'])}: {note}"
+    else:
+        labels = list(dict.fromkeys(r["objective"] for t in tables for r in t["rows"]))
+        by = {(t["variant"], r["objective"]): r for t in tables for r in t["rows"]}
+        bests = {t["variant"]: _best_label(t) for t in tables}
+        lines += [f"\\begin{{tabular}}{{l{'r' * len(tables)}}}", "\\toprule",
+                  " & ".join(["Objective", *(_tex(t["variant"]) for t in tables)]) + " \\\\",
+                  "\\midrule"]
+        for label in labels:
+            cells = []
+            for t in tables:
+                r = by.get((t["variant"], label))
+                cells.append("--" if r is None or not r["seeds"] else
+                             _latex_mark(cell(r, headline.percent), r, bests[t["variant"]]))
+            lines.append(" & ".join([_tex(label), *cells]) + " \\\\")
+        caption = note
+    lines += ["\\bottomrule", "\\end{tabular}", f"\\caption{{{caption}}}", "\\end{table}", ""]
+    return "\n".join(lines)
+
+
+def _csv_cell(x: Any) -> Any:
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return x
+
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+        "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}"}
+
+
+def _tex(text: str) -> str:
+    return "".join(_TEX.get(ch, ch) for ch in str(text))
+
+
+def _latex_number(x: float | None, percent: bool) -> str:
+    if x is None:
+        return "--"
+    return f"{100 * x:.1f}" if percent else f"{x:.3g}"
+
+
+def _latex_pm(r: dict, percent: bool) -> str:
+    mean = _latex_number(r["mean"], percent)
+    if r["ci_low"] is None or r["ci_high"] is None:
+        return mean
+    return f"{mean} $\\pm$ {_latex_number((r['ci_high'] - r['ci_low']) / 2, percent)}"
+
+
+def _latex_interval(r: dict, percent: bool) -> str:
+    mean = _latex_number(r["mean"], percent)
+    if r["ci_low"] is None or r["ci_high"] is None:
+        return mean
+    return (f"{mean} {{\\scriptsize [{_latex_number(r['ci_low'], percent)}, "
+            f"{_latex_number(r['ci_high'], percent)}]}}")
+
+
+def _best_label(t: dict) -> str | None:
+    first = next((r for r in t["rows"] if r["seeds"]), None)
+    return first["objective"] if first else None
+
+
+def _latex_mark(text: str, r: dict, best: str | None) -> str:
+    if r["objective"] == best:
+        return f"\\textbf{{{text}}}"
+    if r["tied_with_best"]:
+        return f"{text}$^\\dagger$"
+    return text
