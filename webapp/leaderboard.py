@@ -497,16 +497,6 @@ def _table_versions(suite: Suite) -> tuple[list[ObjectiveVersion], ObjectiveVers
     return list(versions.values()), ref
 
 
-def _labels(versions: Iterable[ObjectiveVersion]) -> dict[int, str]:
-    """Display labels; a short code hash tells apart two versions that share a label."""
-    versions = list(versions)
-    counts: dict[str, int] = {}
-    for v in versions:
-        counts[v.label] = counts.get(v.label, 0) + 1
-    return {v.pk: v.label if counts[v.label] == 1 else f"{v.label}@{v.code_sha256[:7]}"
-            for v in versions}
-
-
 def _cell_rows(suite: Suite, variants: list[str],
                versions: list[ObjectiveVersion]) -> list[CellRow]:
     """Tidy rows keyed by version id (so labels can never collide), suite metrics only."""
@@ -527,7 +517,7 @@ def _build_variant_table(suite: Suite, variant: str) -> dict:
     versions, ref = _table_versions(suite)
     headline = suite.metric(suite.headline)
     secondary = tuple(m.name for m in suite.metrics if m.name != headline.name)
-    labels = _labels(versions)
+    labels = storage.version_labels(versions)
     return {**_suite_meta(suite), "variant": variant,
             "variant_description": suite.variant(variant).description,
             "reference": labels[ref.pk] if ref else suite.reference,
@@ -614,7 +604,7 @@ def _build_summary(suite: Suite) -> dict:
             .values_list("version_id", "status").order_by().annotate(n=Count("id"))):
         counts.setdefault(vid, {})[status] = n
     lo_hi = anchors(suite)
-    labels = _labels(versions)
+    labels = storage.version_labels(versions)
     ref_values = values.get(ref.pk, {}) if ref else {}
     rows = []
     for v in versions:
@@ -682,7 +672,7 @@ def _build_series(suite: Suite, rows: list[dict] | None = None) -> dict:
         return {"axis": None, "series": {}}
     if rows is None:
         versions, ref = _table_versions(suite)
-        labels = _labels(versions)
+        labels = storage.version_labels(versions)
         rows = [{"version_id": v.pk, "objective": labels[v.pk], "slug": v.objective.slug,
                  "is_builtin": v.objective.is_builtin,
                  "is_reference": ref is not None and v.pk == ref.pk} for v in versions]
@@ -720,7 +710,7 @@ def _build_profile(obj: Objective, suites: list[Suite],
         if not variants:
             continue
         versions, ref = _table_versions(suite)
-        labels = _labels(versions)
+        labels = storage.version_labels(versions)
         own = [v for v in versions if v.objective_id == obj.pk]
         sign = 1 if suite.metric(suite.headline).higher_is_better else -1
         means = {vid: {name: float(np.mean(list(seeds.values())))
@@ -829,7 +819,7 @@ def _profile_curves(obj: Objective, suites: list[Suite], numbers: dict,
 def _build_curves(obj: Objective, suite: Suite, variant: str) -> dict:
     versions, ref = _table_versions(suite)
     chosen = [v for v in versions if v.objective_id == obj.pk]
-    labels = _labels(versions)
+    labels = storage.version_labels(versions)
     ids = {v.pk for v in chosen}
     if ref is not None and ref.pk not in ids:
         ids.add(ref.pk)

@@ -90,7 +90,7 @@ def cell_rows(suite: Suite, variants: Iterable[str] | None = None,
     for cell_id, name, value in Metric.objects.filter(cell__in=cells).values_list(
             "cell_id", "name", "value"):
         metrics.setdefault(cell_id, {})[name] = value
-    labels = _unique_labels({c.version for c in cells})
+    labels = version_labels({c.version for c in cells})
     return [CellRow(labels[c.version_id], c.variant, c.seed, c.status, metrics.get(c.id, {}))
             for c in cells]
 
@@ -102,8 +102,9 @@ def reference_version(suite: Suite) -> ObjectiveVersion | None:
             .order_by("-created").first())
 
 
-def _unique_labels(versions: set[ObjectiveVersion]) -> dict[int, str]:
-    """Version labels, with a short code hash where two versions share a label."""
+def version_labels(versions: Iterable[ObjectiveVersion]) -> dict[int, str]:
+    """Display labels by version id, with a short code hash where two versions share a label."""
+    versions = list(versions)
     seen: dict[str, int] = {}
     for v in versions:
         seen[v.label] = seen.get(v.label, 0) + 1
