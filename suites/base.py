@@ -36,19 +36,58 @@ class Variant:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+# Why a cell did not finish ``ok``/``diverged``: typed, so pages and retries can act on it.
+REASONS = {
+    "objective": "the objective raised an exception",
+    "memory": "ran out of memory (address-space limit)",
+    "cpu": "ran past its CPU-time limit",
+    "wall": "ran past its wall-clock limit",
+    "disk": "wrote more than its disk quota",
+    "output": "printed more than the output limit",
+    "violation": "sandbox violation (a forbidden file, network or process access)",
+    "invalid-output": "returned weights or predictions of the wrong format",
+    "crash": "the sandboxed process died without a result",
+    "infrastructure": "an error outside the objective (worker, broker or database)",
+}
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A suite's per-run budget: the sandbox's limits and the worker's time limits.
+
+    A run trains ``members`` = variants × seeds together; its wall budget is
+    ``base_seconds + seconds_per_member * members`` (scaled by ``HARNESS_TIME_SCALE``
+    on slower machines), the CPU budget that times the cores it may use.
+    """
+
+    base_seconds: float = 120.0
+    seconds_per_member: float = 30.0
+    memory_mb: int = 16_384  # address space; torch's CUDA build maps several GB at import
+    disk_mb: int = 512
+    output_kb: int = 64
+
+    def wall_seconds(self, members: int) -> float:
+        import os
+
+        scale = float(os.environ.get("HARNESS_TIME_SCALE", "1") or 1)
+        return scale * (self.base_seconds + self.seconds_per_member * max(members, 1))
+
+
 @dataclass
 class CellResult:
     """A cell's outcome as the trusted judge computed it."""
 
     variant: str
     seed: int
-    status: str  # ok | diverged | failed
+    status: str  # ok | diverged | failed | timeout | killed
     metrics: dict[str, float] = field(default_factory=dict)
     curves: dict[str, list[float]] = field(default_factory=dict)
     diverged_step: int | None = None
     error: str = ""
     wall_time: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""  # a key of REASONS when status is failed/timeout/killed
+    output: str = ""  # the sandboxed child's stdout/stderr, truncated: the owner's only
 
 
 @dataclass(frozen=True)
@@ -63,6 +102,11 @@ class Suite:
     runner: str  # "module:function", imported only when cells run
     reference: str = "ce"
     protocol: Mapping[str, Any] = field(default_factory=dict)
+    resources: Resources = Resources()
+
+    def queue_for(self, variants: Iterable[str]) -> str:
+        """``gpu`` when any of the variants needs it, else ``cpu``."""
+        return "gpu" if any(self.variant(v).queue == "gpu" for v in variants) else "cpu"
 
     @property
     def accepted_hooks(self) -> tuple[str, ...]:

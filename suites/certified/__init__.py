@@ -8,7 +8,7 @@ normalisation), the noisy-label suite's fixed stratified 1000/797 split, MLP
 
 from __future__ import annotations
 
-from suites.base import MetricSpec, Suite, Variant
+from suites.base import MetricSpec, Resources, Suite, Variant
 
 PROTOCOL = {
     "model": "mlp-64-128-128-10 (real data: cnn 16-32-100)",
@@ -76,4 +76,6 @@ SUITE = Suite(
     runner="suites.certified.protocol:run_cells",
     reference="ce",
     protocol=PROTOCOL,
+    # Bound propagation in the loss makes a member several times a plain one.
+    resources=Resources(base_seconds=300, seconds_per_member=120),
 )

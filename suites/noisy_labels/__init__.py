@@ -7,7 +7,7 @@ split, MLP 64-256-256-10, SGD momentum 0.9, lr 0.05 cosine, batch 64, 100 epochs
 
 from __future__ import annotations
 
-from suites.base import MetricSpec, Suite, Variant
+from suites.base import MetricSpec, Resources, Suite, Variant
 
 PROTOCOL = {"model": "mlp-64-256-256-10", "epochs": 100, "batch_size": 64, "lr": 0.05,
             "momentum": 0.9, "weight_decay": 0.0, "schedule": "cosine", "grad_clip": 5.0,
@@ -65,4 +65,6 @@ SUITE = Suite(
     runner="suites.noisy_labels.protocol:run_cells",
     reference="ce",
     protocol=PROTOCOL,
+    # A 35-member digits run takes ~25 s on one core; the margins absorb a busy machine.
+    resources=Resources(base_seconds=120, seconds_per_member=10),
 )
