@@ -20,3 +20,17 @@ def get_suite(name: str) -> Suite:
     if name not in _REGISTRY:
         raise KeyError(f"unknown suite {name!r} (suites: {', '.join(_REGISTRY)})")
     return importlib.import_module(_REGISTRY[name]).SUITE
+
+
+def suite_at(name: str, version: str) -> Suite:
+    """The registry's suite at a stored version, including a shortened ``V+eN`` version."""
+    import re
+
+    suite = get_suite(name)
+    if version == suite.version:
+        return suite
+    match = re.fullmatch(re.escape(suite.version) + r"\+e(\d+)", version)
+    if match is None:
+        raise LookupError(f"suite {name} version {version} is no longer available "
+                          f"(current version: {suite.version})")
+    return suite.shortened(int(match.group(1)))

@@ -17,9 +17,10 @@ import torch
 
 from harness import seeding
 from harness.models.mlp import mlp
-from harness.objectives.loading import Objective, user_traceback
-from harness.train import ObjectiveRuntimeError, Protocol, train_members
+from harness.objectives.loading import Objective
+from harness.train import Protocol, train_members
 from suites.base import CellResult, Suite, Variant
+from suites.jobs import Job, check_array, run_in_process
 from suites.noisy_labels import noise
 from suites.noisy_labels.data import digits_split
 
@@ -44,60 +45,94 @@ def run_cells(suite: Suite, objective: Objective, variants: list[Variant], seeds
               device: str = "cpu", mode: str = "auto", data_root: str | None = None,
               download: bool = False,
               progress: Callable[[float], None] | None = None) -> list[CellResult]:
-    """Every (variant, seed) cell for ``objective``, grouped by dataset into batched runs."""
-    protocol = protocol_of(suite)
-    results: list[CellResult] = []
+    """Every (variant, seed) cell for a trusted ``objective``, one batched run per dataset."""
+    return run_in_process(suite, objective, variants, seeds, data_root=data_root,
+                          download=download, progress=progress, device=device, mode=mode)
+
+
+def prepare(suite: Suite, variants: list[Variant], seeds: list[int], *,
+            data_root: str | None = None, download: bool = False) -> list[Job]:
+    """One job per dataset: training inputs, each member's noisy labels, unlabeled test inputs."""
     by_dataset: dict[str, list[Variant]] = {}
     for v in variants:
         by_dataset.setdefault(v.config["dataset"], []).append(v)
+    jobs = []
     for name, group in by_dataset.items():
         data = load_dataset(name, data_root, download)
-        results += _run_group(suite, objective, data, group, seeds, protocol, device, mode,
-                              data_root, progress)
-    return results
+        members = [(v.name, s) for v in group for s in seeds]
+        noisy = np.stack([noisy_labels(data, v, s, data_root) for v in group for s in seeds])
+        jobs.append(Job(members,
+                        {"x_train": data.x_train, "labels": noisy, "x_eval": data.x_test},
+                        {"seeds": [s for _, s in members], "num_classes": data.num_classes,
+                         "protocol": dict(suite.protocol), "hook": suite.hook},
+                        private=data))
+    return jobs
 
 
-def _run_group(suite, objective, data: Dataset, variants, seeds, protocol, device, mode,
-               data_root, progress) -> list[CellResult]:
-    cells = [(v, s) for v in variants for s in seeds]
-    noisy = np.stack([noisy_labels(data, v, s, data_root) for v, s in cells])
-    member_seeds = [s for _, s in cells]
+def train(suite: Suite, objective: Objective, inputs: dict[str, np.ndarray], plan: dict, *,
+          device: str = "cpu", mode: str = "auto",
+          progress: Callable[[float], None] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """Train every member on its noisy labels; predictions and curves out, no labels judged."""
+    x_train, labels = torch.from_numpy(inputs["x_train"]), torch.from_numpy(inputs["labels"])
+    members = len(plan["seeds"])
 
     def on_epoch(epoch: int, total: int) -> None:
         if progress is not None:
-            progress(len(cells) / total)
+            progress(members / total)
 
-    try:
-        trained = train_members(
-            model_for(data), objective.bind(suite.hook), torch.from_numpy(data.x_train),
-            torch.from_numpy(noisy), member_seeds, protocol,
-            eval_inputs=torch.from_numpy(data.x_test), mode=mode, device=device,
-            on_epoch=on_epoch)
-    except ObjectiveRuntimeError as exc:
-        cause = exc.__cause__ or exc
-        message = f"{exc}\n{user_traceback(cause, objective.path)}".rstrip()
-        return [CellResult(v.name, s, "failed", error=message) for v, s in cells]
-    per_cell_time = trained.wall_time / len(cells)
-    info = {"mode": trained.mode, "fallback_reason": trained.fallback_reason,
-            "members_batched": len(cells)}
+    model = _model(x_train, plan["num_classes"])
+    trained = train_members(model, objective.bind(plan["hook"]), x_train, labels,
+                            plan["seeds"], protocol_of(suite),
+                            eval_inputs=torch.from_numpy(inputs["x_eval"]), mode=mode,
+                            device=device, on_epoch=on_epoch)
+    outputs = {
+        "eval_predictions": trained.eval_predictions.numpy(),
+        "train_predictions": trained.train_predictions.numpy(),
+        "loss_curve": trained.loss_curve.numpy(),
+        "grad_norm_curve": trained.grad_norm_curve.numpy(),
+        "diverged_step": np.array([-1 if d is None else d for d in trained.diverged_step],
+                                  dtype=np.int64),
+    }
+    return outputs, {"mode": trained.mode, "fallback_reason": trained.fallback_reason,
+                     "wall_time": trained.wall_time}
+
+
+def judge(suite: Suite, job: Job, outputs: dict[str, np.ndarray], report: dict) -> list[CellResult]:
+    """Every member's metrics from what the trainer returned, after checking all of it."""
+    data: Dataset = job.private
+    protocol = protocol_of(suite)
+    m, epochs = len(job.members), protocol.epochs
+    k = data.num_classes
+    eval_pred = check_array(outputs, "eval_predictions", (epochs, m, len(data.y_test)), "iu",
+                            low=0, high=k - 1)
+    train_pred = check_array(outputs, "train_predictions", (m, len(data.y_train)), "iu",
+                             low=0, high=k - 1)
+    loss = check_array(outputs, "loss_curve", (m, epochs), "f")
+    grad = check_array(outputs, "grad_norm_curve", (m, epochs), "f")
+    steps_per_epoch = -(-len(data.y_train) // protocol.batch_size)
+    diverged = check_array(outputs, "diverged_step", (m,), "iu", low=-1,
+                           high=steps_per_epoch * epochs)
+    noisy = job.inputs["labels"]
+    per_cell_time = float(report.get("wall_time") or 0.0) / m
+    info = {"mode": str(report.get("mode", "")),
+            "fallback_reason": report.get("fallback_reason"), "members_batched": m}
     out = []
-    for m, (variant, seed) in enumerate(cells):
-        result = judge(data, noisy[m], trained.eval_predictions[:, m].numpy(),
-                       trained.train_predictions[m].numpy())
-        result.curves["train_loss"] = trained.loss_curve[m].tolist()
-        result.curves["grad_norm"] = trained.grad_norm_curve[m].tolist()
-        step = trained.diverged_step[m]
+    for i, (variant, seed) in enumerate(job.members):
+        result = judge_member(data, noisy[i], eval_pred[:, i], train_pred[i])
+        result.curves["train_loss"] = loss[i].tolist()
+        result.curves["grad_norm"] = grad[i].tolist()
+        step = None if diverged[i] < 0 else int(diverged[i])
         status = "ok" if step is None else "diverged"
         if step is not None:  # the frozen model's accuracy is not a result
             result.metrics = {"noise_rate": result.metrics["noise_rate"]}
-            epoch = step // -(-len(data.y_train) // protocol.batch_size)
+            epoch = step // steps_per_epoch
             result.curves = {k: v[:epoch + 1] for k, v in result.curves.items()}
-        out.append(CellResult(variant.name, seed, status, result.metrics, result.curves,
+        out.append(CellResult(variant, seed, status, result.metrics, result.curves,
                               diverged_step=step, wall_time=per_cell_time, info=info))
     return out
 
 
-def judge(data: Dataset, noisy: np.ndarray, eval_predictions: np.ndarray,
+def judge_member(data: Dataset, noisy: np.ndarray, eval_predictions: np.ndarray,
           train_predictions: np.ndarray) -> CellResult:
     """Metrics of one member from its predictions: [E, Ne] per epoch on test, [N] on train."""
     _check_predictions(eval_predictions, (eval_predictions.shape[0], len(data.y_test)),
@@ -166,11 +201,15 @@ def load_dataset(name: str, data_root: str | None, download: bool) -> Dataset:
 
 
 def model_for(data: Dataset) -> torch.nn.Module:
-    if data.x_train.ndim == 2:
-        return mlp((data.x_train.shape[1], 256, 256, data.num_classes))
+    return _model(torch.from_numpy(data.x_train), data.num_classes)
+
+
+def _model(x_train: torch.Tensor, num_classes: int) -> torch.nn.Module:
+    if x_train.ndim == 2:
+        return mlp((x_train.shape[1], 256, 256, num_classes))
     from harness.models.cnn import small_cnn
 
-    return small_cnn(data.x_train.shape[1], data.num_classes)
+    return small_cnn(x_train.shape[1], num_classes)
 
 
 def _data_root(data_root: str | None) -> str:
