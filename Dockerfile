@@ -1,17 +1,59 @@
-# One image for the CLI now (and the web app and workers in later issues).
-# torch==2.14.1 from PyPI is the CUDA build: the same image runs on CPU and on GPU hosts.
-FROM python:3.11-slim
+# One image for the CLI, the web app and the Celery workers (docker-compose.yml runs it
+# as `web`, `worker-cpu` and `worker-gpu`). torch==2.14.1 from PyPI is the CUDA build:
+# the same image runs on CPU hosts and, given a GPU, on GPU hosts.
+#
+#   docker build -t objective-harness .
+#   docker run --rm objective-harness harness run suite noisy-labels   # the CLI, SQLite in /data
+#   docker compose up --build                                          # the full stack
+#
+# bookworm: the Debian release the project's machines (and scripts/services.sh) use.
+FROM python:3.11-slim-bookworm
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HARNESS_HOME=/data
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    DEBIAN_FRONTEND=noninteractive \
+    HARNESS_HOME=/data \
+    HARNESS_DATA=/data/datasets \
+    STATIC_ROOT=/app/staticfiles
+
+# util-linux: `unshare` and `setpriv`, which the sandbox (harness/sandbox.py) uses to put
+# untrusted objective code in its own namespaces and drop it to an unprivileged uid.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends util-linux \
+ && rm -rf /var/lib/apt/lists/* \
+ && command -v unshare && command -v setpriv
+
+# An unprivileged account: compose runs `web` as this user (workers stay root because the
+# sandbox needs CAP_SYS_ADMIN; the code they run drops privileges itself).
+RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home harness \
+ && mkdir -p /data && chown harness:harness /data
+
 WORKDIR /app
 
-COPY pyproject.toml README.md ./
+# Dependencies first, from the pins in pyproject.toml, so that editing the code does not
+# reinstall torch (several GB with its CUDA libraries).
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+ && pip install -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+
+COPY README.md manage.py ./
 COPY harness ./harness
 COPY suites ./suites
 COPY webapp ./webapp
-COPY manage.py ./
-RUN pip install --no-cache-dir -e . && mkdir -p /data
+COPY tasks ./tasks
+COPY scripts ./scripts
+# The project itself (its dependencies are already satisfied), then the static files
+# (plotly.js, CSS) collected into STATIC_ROOT, outside the /data volume so a rebuilt image
+# never serves stale ones. whitenoise serves them from gunicorn.
+RUN pip install . \
+ && rm -rf build ./*.egg-info \
+ && python manage.py collectstatic --noinput -v 0 \
+ && harness --help >/dev/null
 
 VOLUME ["/data"]
-ENTRYPOINT ["harness"]
-CMD ["run", "suite", "noisy-labels"]
+EXPOSE 8000
+ENTRYPOINT ["/app/scripts/entrypoint.sh"]
+CMD ["web"]

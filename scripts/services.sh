@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install (when missing) and start what the tests need: PostgreSQL with a `harness`
-# role and database on 127.0.0.1:5432, and Debian's Chromium for the browser tests.
-# Idempotent; needs root (or sudo) for apt and su.
+# role and database on 127.0.0.1:5432, Redis (the Celery broker) on 127.0.0.1:6379, and
+# Debian's Chromium for the browser tests. Idempotent, and quick when all are running;
+# needs root (or sudo) for apt and su.
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -9,6 +10,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 \
+  || missing+=(redis-server)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "services: installing ${missing[*]} (Debian packages)"
   as_root apt-get update -qq
@@ -35,4 +38,17 @@ fi
 if [ "$(psql_admin "SELECT 1 FROM pg_database WHERE datname='harness'")" != 1 ]; then
   psql_admin "CREATE DATABASE harness OWNER harness"
 fi
-echo "services: PostgreSQL $version ready on 127.0.0.1:5432 (user harness); $(chromium --version)"
+# Redis: a throwaway broker for the tests (no persistence), unless one already answers.
+redis_up() { [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = PONG ]; }
+if ! redis_up; then
+  redis-server --bind 127.0.0.1 --port 6379 --daemonize yes --save '' --appendonly no >/dev/null
+  for _ in $(seq 1 30); do
+    redis_up && break
+    sleep 0.2
+  done
+  redis_up || { echo "services: Redis did not answer on 127.0.0.1:6379" >&2; exit 1; }
+fi
+redis_version=$(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')
+
+echo "services: PostgreSQL $version ready on 127.0.0.1:5432 (user harness);" \
+  "Redis $redis_version on 127.0.0.1:6379; $(chromium --version)"
