@@ -249,7 +249,7 @@ def _evaluation(**changes):
 
 def test_soundness_check_passes_a_consistent_evaluation():
     P.check_soundness(_evaluation(), 0)
-    metrics, _ = P.judge(_evaluation(), 0)
+    metrics, _ = P.judge_member(_evaluation(), 0)
     assert metrics["verified_acc"] == pytest.approx(1 / 3)
     assert metrics["pgd_acc"] == pytest.approx(1 / 3)
     assert metrics["clean_acc"] == pytest.approx(2 / 3)

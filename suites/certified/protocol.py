@@ -30,12 +30,13 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from harness import bounds, seeding
-from harness.objectives.loading import Objective, user_traceback
+from harness.objectives.loading import Objective
 from harness.train import ObjectiveRuntimeError, Protocol, train_members
 from suites.base import CellResult, Suite, Variant
 from suites.certified.attack import PGDConfig, pgd_evaluate, pgd_train_inputs
 from suites.certified.models import Net, certified_cnn, certified_mlp, recalibrate
 from suites.certified.schedule import Schedule
+from suites.jobs import InvalidOutput, Job, check_array, run_in_process
 
 log = logging.getLogger(__name__)
 
@@ -140,20 +141,159 @@ def run_cells(suite: Suite, objective: Objective, variants: list[Variant], seeds
               device: str = "cpu", mode: str = "auto", data_root: str | None = None,
               download: bool = False,
               progress: Callable[[float], None] | None = None) -> list[CellResult]:
-    """Every (variant, seed) cell for ``objective``: one batched run per variant."""
-    try:
-        training = training_for(objective, suite)
-    except ValueError as exc:
-        return [CellResult(v.name, s, "failed", error=str(exc)) for v in variants for s in seeds]
+    """Every (variant, seed) cell for a trusted ``objective``: one batched run per variant."""
+    return run_in_process(suite, objective, variants, seeds, data_root=data_root,
+                          download=download, progress=progress, device=device, mode=mode)
+
+
+def prepare(suite: Suite, variants: list[Variant], seeds: list[int], *,
+            data_root: str | None = None, download: bool = False) -> list[Job]:
+    """One job per variant: training data and unlabeled test inputs; test labels stay here."""
     datasets: dict[str, Dataset] = {}
-    results: list[CellResult] = []
+    jobs = []
     for variant in variants:
         name = variant.config["dataset"]
         if name not in datasets:
             datasets[name] = load_dataset(name, data_root, download)
-        results += _run_variant(suite, objective, training, datasets[name], variant, seeds,
-                                device, mode, progress)
-    return results
+        data = datasets[name]
+        jobs.append(Job([(variant.name, s) for s in seeds],
+                        {"x_train": data.x_train, "y_train": data.y_train,
+                         "x_eval": data.x_test},
+                        {"variant": variant.name, "seeds": list(seeds),
+                         "num_classes": data.num_classes,
+                         "mean": list(data.mean) if data.mean else None,
+                         "std": list(data.std) if data.std else None},
+                        private=data))
+    return jobs
+
+
+def train(suite: Suite, objective: Objective, inputs: dict[str, np.ndarray], plan: dict, *,
+          device: str = "cpu", mode: str = "auto",
+          progress: Callable[[float], None] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """Train one variant's members; stacked weights and curves out (judged by :func:`judge`)."""
+    try:
+        training = training_for(objective, suite)
+    except ValueError as exc:
+        raise ObjectiveRuntimeError(str(exc)) from exc
+    variant = suite.variant(plan["variant"])
+    seeds = plan["seeds"]
+    data = Dataset(inputs["x_train"], inputs["y_train"], inputs["x_eval"],
+                   np.zeros(0, dtype=np.int64), plan["num_classes"],
+                   tuple(plan["mean"]) if plan["mean"] else None,
+                   tuple(plan["std"]) if plan["std"] else None)
+    protocol, schedule = protocol_of(suite, variant), schedule_of(suite, variant)
+    net = model_for(data, training)
+    loss = member_loss(net, objective, training, schedule, Box.of(data, device),
+                       train_pgd_steps=suite.protocol["train_pgd_steps"])
+    labels = torch.from_numpy(data.y_train).expand(len(seeds), -1).contiguous()
+
+    def on_epoch(epoch: int, total: int) -> None:
+        if progress is not None:
+            progress(len(seeds) / total)
+
+    trained = train_members(
+        net.train, None, torch.from_numpy(data.x_train), labels, seeds, protocol,
+        eval_inputs=torch.from_numpy(data.x_test), mode=mode, device=device,
+        on_epoch=on_epoch, member_loss=loss)
+    outputs = {f"param:{k}": v.numpy() for k, v in trained.params.items()}
+    outputs.update({
+        "eval_predictions": trained.eval_predictions.numpy(),
+        "loss_curve": trained.loss_curve.numpy(),
+        "grad_norm_curve": trained.grad_norm_curve.numpy(),
+        "diverged_step": np.array([-1 if d is None else d for d in trained.diverged_step],
+                                  dtype=np.int64)})
+    report = {"mode": trained.mode, "fallback_reason": trained.fallback_reason,
+              "wall_time": trained.wall_time,
+              "training": {"kind": training.kind, "hook": training.hook,
+                           "batch_norm": training.batch_norm, "init": training.init}}
+    return outputs, report
+
+
+def judge(suite: Suite, job: Job, outputs: dict[str, np.ndarray], report: dict,
+          device: str = "cpu") -> list[CellResult]:
+    """The trusted evaluation of the returned weights, after checking every array."""
+    data: Dataset = job.private
+    variant = suite.variant(job.plan["variant"])
+    seeds = job.plan["seeds"]
+    training = _reported_training(report)
+    protocol, schedule = protocol_of(suite, variant), schedule_of(suite, variant)
+    net = model_for(data, training)
+    m, epochs = len(seeds), protocol.epochs
+    steps_per_epoch = -(-len(data.y_train) // protocol.batch_size)
+    diverged = check_array(outputs, "diverged_step", (m,), "iu", low=-1,
+                           high=steps_per_epoch * epochs)
+    alive = [i for i in range(m) if diverged[i] < 0]
+    params = {}
+    for name, p in net.train.named_parameters():
+        a = check_array(outputs, f"param:{name}", (m, *p.shape), "f")
+        if alive and not np.isfinite(a[alive]).all():
+            raise InvalidOutput(f"param:{name} is not finite for a member that did not diverge")
+        params[name] = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+    eval_pred = check_array(outputs, "eval_predictions", (epochs, m, len(data.y_test)), "iu",
+                            low=0, high=data.num_classes - 1)
+    loss_curve = check_array(outputs, "loss_curve", (m, epochs), "f")
+    grad_curve = check_array(outputs, "grad_norm_curve", (m, epochs), "f")
+
+    params = {k: v.to(device) for k, v in params.items()}
+    plain = final_plain_params(net, params, torch.from_numpy(data.x_train).to(device))
+    generators = [torch.Generator().manual_seed(seeding.stream_seed(s, "attack", variant.name))
+                  for s in seeds]
+    p = suite.protocol
+    grid = [g * variant.config["eps"] for g in p["eps_grid"]]
+    row = {i: r for r, i in enumerate(alive)}  # member -> its row in the evaluation
+    evaluation = None
+    if alive:  # a diverged member's frozen weights are not evaluated
+        evaluation = evaluate(net.plain, {k: v[alive] for k, v in plain.items()},
+                              torch.from_numpy(data.x_test).to(device),
+                              torch.from_numpy(data.y_test).to(device), Box.of(data, device),
+                              variant.config["eps"], [generators[i] for i in alive],
+                              PGDConfig(**p["pgd"]), grid=grid,
+                              chunk=p["eval_chunk"] if data.x_test.ndim == 2 else 16)
+    eval_time = evaluation.wall_time if evaluation is not None else 0.0
+    train_time = float(report.get("wall_time") or 0.0)
+    total_steps = steps_per_epoch * epochs
+    eps_curve = [schedule.eps((e + 1) * steps_per_epoch / total_steps) for e in range(epochs)]
+    info = {"mode": str(report.get("mode", "")), "fallback_reason": report.get("fallback_reason"),
+            "members_batched": m, "training": training.kind,
+            "batch_norm": training.batch_norm, "init": training.init,
+            "eps_test": variant.config["eps"], "eps_train": schedule.eps_max,
+            "train_time": train_time / m, "eval_time": eval_time / m}
+    per_cell = (train_time + eval_time) / m
+    out = []
+    for i, seed in enumerate(seeds):
+        curves = {"train_loss": loss_curve[i].tolist(), "grad_norm": grad_curve[i].tolist(),
+                  "clean_acc": (eval_pred[:, i] == data.y_test[None]).mean(1).tolist(),
+                  "eps_schedule": eps_curve}
+        if diverged[i] >= 0:  # a frozen model's accuracy is not a result
+            step = int(diverged[i])
+            curves = {k: v[:step // steps_per_epoch + 1] for k, v in curves.items()}
+            out.append(CellResult(variant.name, seed, "diverged", {}, curves,
+                                  diverged_step=step, wall_time=per_cell, info=info))
+            continue
+        try:
+            metrics, eval_curves = judge_member(evaluation, row[i])
+        except SoundnessError as exc:
+            log.error("harness bug on %s seed %s: %s", variant.name, seed, exc)
+            out.append(CellResult(variant.name, seed, "failed", {}, curves,
+                                  error=f"harness bug: soundness violated: {exc}",
+                                  wall_time=per_cell, info=info, reason="infrastructure"))
+            continue
+        out.append(CellResult(variant.name, seed, "ok", metrics, {**curves, **eval_curves},
+                              wall_time=per_cell, info=info))
+    return out
+
+
+def _reported_training(report: dict) -> Training:
+    """The model options the trainer says it used, accepted only within the suite's options."""
+    t = report.get("training")
+    if not isinstance(t, dict):
+        raise InvalidOutput("the trainer did not report how it trained")
+    kind, hook = t.get("kind"), t.get("hook")
+    batch_norm, init = t.get("batch_norm", False), t.get("init", "default")
+    if kind not in ("natural", "lifted", "certified") or not isinstance(hook, str) \
+            or not isinstance(batch_norm, bool) or init not in ("default", "ibp"):
+        raise InvalidOutput(f"unknown training options {t!r}")
+    return Training(kind, hook, frozenset(), batch_norm=batch_norm, init=init)
 
 
 def training_for(objective: Objective, suite: Suite) -> Training:
@@ -199,84 +339,6 @@ def schedule_of(suite: Suite, variant: Variant) -> Schedule:
     p = suite.protocol
     return Schedule(eps_max=p["eps_train_factor"] * variant.config["eps"],
                     warmup=p["warmup"], ramp=p["ramp"])
-
-
-def _run_variant(suite: Suite, objective: Objective, training: Training, data: Dataset,
-                 variant: Variant, seeds: list[int], device: str, mode: str,
-                 progress: Callable[[float], None] | None) -> list[CellResult]:
-    protocol, schedule = protocol_of(suite, variant), schedule_of(suite, variant)
-    net = model_for(data, training)
-    box = Box.of(data, device)
-    loss = member_loss(net, objective, training, schedule, box,
-                       train_pgd_steps=suite.protocol["train_pgd_steps"])
-    labels = torch.from_numpy(data.y_train).expand(len(seeds), -1).contiguous()
-
-    def on_epoch(epoch: int, total: int) -> None:
-        if progress is not None:
-            progress(len(seeds) / total)
-
-    try:
-        trained = train_members(
-            net.train, None, torch.from_numpy(data.x_train), labels, seeds, protocol,
-            eval_inputs=torch.from_numpy(data.x_test), mode=mode, device=device,
-            on_epoch=on_epoch, member_loss=loss)
-    except ObjectiveRuntimeError as exc:
-        cause = exc.__cause__ or exc
-        message = f"{exc}\n{user_traceback(cause, objective.path)}".rstrip()
-        return [CellResult(variant.name, s, "failed", error=message) for s in seeds]
-    params = {k: v.to(device) for k, v in trained.params.items()}
-    plain = final_plain_params(net, params, torch.from_numpy(data.x_train).to(device))
-    generators = [torch.Generator().manual_seed(seeding.stream_seed(s, "attack", variant.name))
-                  for s in seeds]
-    p = suite.protocol
-    grid = [g * variant.config["eps"] for g in p["eps_grid"]]
-    alive = [m for m, step in enumerate(trained.diverged_step) if step is None]
-    row = {m: i for i, m in enumerate(alive)}  # member -> its row in the evaluation
-    evaluation = None
-    if alive:  # a diverged member's frozen weights are not evaluated
-        evaluation = evaluate(net.plain, {k: v[alive] for k, v in plain.items()},
-                              torch.from_numpy(data.x_test).to(device),
-                              torch.from_numpy(data.y_test).to(device), box,
-                              variant.config["eps"], [generators[m] for m in alive],
-                              PGDConfig(**p["pgd"]), grid=grid,
-                              chunk=p["eval_chunk"] if data.x_test.ndim == 2 else 16)
-    eval_time = evaluation.wall_time if evaluation is not None else 0.0
-    steps_per_epoch = -(-len(data.y_train) // protocol.batch_size)
-    total_steps = steps_per_epoch * protocol.epochs
-    eps_curve = [schedule.eps((e + 1) * steps_per_epoch / total_steps)
-                 for e in range(protocol.epochs)]
-    info = {"mode": trained.mode, "fallback_reason": trained.fallback_reason,
-            "members_batched": len(seeds), "training": training.kind,
-            "batch_norm": training.batch_norm, "init": training.init,
-            "eps_test": variant.config["eps"], "eps_train": schedule.eps_max,
-            "train_time": trained.wall_time / len(seeds),
-            "eval_time": eval_time / len(seeds)}
-    per_cell = (trained.wall_time + eval_time) / len(seeds)
-    out = []
-    for m, seed in enumerate(seeds):
-        curves = {"train_loss": trained.loss_curve[m].tolist(),
-                  "grad_norm": trained.grad_norm_curve[m].tolist(),
-                  "clean_acc": (trained.eval_predictions[:, m].numpy()
-                                == data.y_test[None]).mean(1).tolist(),
-                  "eps_schedule": eps_curve}
-        step = trained.diverged_step[m]
-        if step is not None:  # a frozen model's accuracy is not a result
-            epoch = step // steps_per_epoch
-            curves = {k: v[:epoch + 1] for k, v in curves.items()}
-            out.append(CellResult(variant.name, seed, "diverged", {}, curves,
-                                  diverged_step=step, wall_time=per_cell, info=info))
-            continue
-        try:
-            metrics, eval_curves = judge(evaluation, row[m])
-        except SoundnessError as exc:
-            log.error("harness bug on %s/%s seed %s: %s", objective.name, variant.name, seed, exc)
-            out.append(CellResult(variant.name, seed, "failed", {}, curves,
-                                  error=f"harness bug: soundness violated: {exc}",
-                                  wall_time=per_cell, info=info))
-            continue
-        out.append(CellResult(variant.name, seed, "ok", metrics, {**curves, **eval_curves},
-                              wall_time=per_cell, info=info))
-    return out
 
 
 # --- the member loss (one member; vmapped over members by train_members) -------------
@@ -418,7 +480,7 @@ def _or_crown(model: nn.Module, params: dict[str, Tensor], x: Tensor, y: Tensor,
     return out
 
 
-def judge(ev: Evaluation, m: int) -> tuple[dict[str, float], dict[str, list[float]]]:
+def judge_member(ev: Evaluation, m: int) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Metrics and plot curves of member ``m``; raises :class:`SoundnessError` first if the
     evaluation contradicts itself."""
     check_soundness(ev, m)
