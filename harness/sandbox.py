@@ -4,10 +4,12 @@ Train inside, judge outside (DESIGN.md principle 1). The trusted parent prepares
 suite's job (the trainer's inputs only: noisy training labels and unlabeled test
 inputs), writes them as raw numpy arrays into a private work directory and starts
 
-    unshare --net --pid --fork --kill-child --mount-proc   (new network/PID/mount namespaces)
-      setpriv --reuid N ... --no-new-privs --bounding-set=-all   (when root: no capabilities)
-        python -I -m harness.sandbox_child WORKDIR     (Landlock, then an audit-hook guard)
+    new network, PID and mount namespaces (its own /proc)
+      no capabilities (an unprivileged uid where the interpreter allows it)
+        harness.sandbox_child: Landlock, then an audit-hook guard, then the objective
 
+(forked from a fork server that has the trainer imported, or exec'd fresh:
+:mod:`harness.sandbox_launch`)
 under rlimits (address space, CPU time, open files, processes, file size, no core
 dumps) with a scrubbed environment. The parent enforces the wall-clock limit, the
 disk quota of the work directory and the output cap, captures stdout/stderr
@@ -23,16 +25,11 @@ Landlock) are skipped and recorded in each cell's environment; with
 
 from __future__ import annotations
 
-import errno
-import functools
 import json
 import logging
 import os
-import resource
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,6 +40,11 @@ from typing import Any
 
 import numpy as np
 
+from harness import sandbox_launch as launcher
+from harness.sandbox_launch import SandboxUnavailable, isolation_support
+
+__all__ = ["ChildOutcome", "Limits", "SandboxUnavailable", "isolation_support",
+           "judge_outcome", "run_cells_sandboxed", "run_child"]
 from suites.base import CellResult, Suite
 from suites.jobs import InvalidOutput, Job, protocol_module
 
@@ -55,10 +57,6 @@ MAX_REPORT_BYTES = 1 << 20
 STATUS_OF_REASON = {"wall": "timeout", "memory": "killed", "cpu": "killed", "disk": "killed",
                     "output": "killed", "violation": "killed", "objective": "failed",
                     "invalid-output": "failed", "crash": "failed"}
-
-
-class SandboxUnavailable(RuntimeError):
-    """The machine cannot provide the isolation this worker is configured to require."""
 
 
 @dataclass(frozen=True)
@@ -155,27 +153,28 @@ def run_child(suite: Suite, job: Job, code: str, filename: str,
               hyperparameters: Mapping[str, Any], limits: Limits, *, threads: int = 1,
               device: str = "cpu", heartbeat: Callable[[], None] | None = None,
               python_guard: bool = True) -> ChildOutcome:
-    support = isolation_support()
+    support = launcher.isolation_support()
     strict = os.environ.get("HARNESS_SANDBOX_STRICT", "") == "1"
     if strict and not (support["namespaces"] and support["landlock"]):
         raise SandboxUnavailable(f"HARNESS_SANDBOX_STRICT=1 but this machine offers {support}")
     base = os.environ.get("HARNESS_SANDBOX_DIR") or None
     workdir = Path(tempfile.mkdtemp(prefix="harness-sandbox-", dir=base))
-    uid = _sandbox_uid(support)
+    uid = launcher.sandbox_uid(support)
     try:
         _write_job(workdir, suite, job, code, filename, hyperparameters, threads, device,
                    python_guard, support)
         if uid is not None:
             _chown_tree(workdir, uid)
-        command = _command(workdir, uid, support)
-        outcome = _supervise(command, workdir, limits, threads, device, heartbeat)
+        spec = launcher.Launch(workdir, _rlimits(limits), uid, support["namespaces"], threads,
+                               device)
+        outcome = _supervise(spec, limits, heartbeat)
         outcome.isolation = {"namespaces": support["namespaces"], "uid": uid if uid else 0,
                              **outcome.report.get("isolation", {})}
         _scrub(outcome, workdir)
         return outcome
     finally:
         if uid is not None and not support["namespaces"]:
-            _kill_uid(uid)  # no PID namespace took the objective's processes with it
+            launcher.kill_uid(uid)  # no PID namespace took the objective's processes with it
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -204,100 +203,63 @@ def _write_job(workdir: Path, suite: Suite, job: Job, code: str, filename: str,
         "landlock": support["landlock"] > 0, "pid_namespace": support["namespaces"]}))
 
 
-def _command(workdir: Path, uid: int | None, support: dict[str, Any]) -> list[str]:
-    command = [sys.executable, "-I", "-m", "harness.sandbox_child", str(workdir)]
-    if uid is not None or os.geteuid() == 0:
-        ids = ["--reuid", str(uid), "--regid", str(uid), "--clear-groups"] if uid else []
-        command = ["setpriv", *ids, "--no-new-privs", "--inh-caps=-all",
-                   "--bounding-set=-all", "--", *command]
-    if support["namespaces"]:
-        command = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc",
-                   *command]
-    return command
+def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
+    cpu = max(int(limits.cpu_seconds), 1)
+    return {"RLIMIT_AS": (limits.memory_bytes,) * 2, "RLIMIT_CPU": (cpu, cpu + 5),
+            "RLIMIT_NOFILE": (limits.open_files,) * 2, "RLIMIT_NPROC": (limits.processes,) * 2,
+            "RLIMIT_FSIZE": (limits.disk_bytes,) * 2, "RLIMIT_CORE": (0, 0)}
 
 
-def _environment(workdir: Path, threads: int, device: str) -> dict[str, str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"),
-           "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
-           "HARNESS_SANDBOXED": "1"}
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[name] = str(threads)
-    if device.startswith("cuda"):
-        env.update({k: v for k, v in os.environ.items()
-                    if k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")})
-    return env
-
-
-def _rlimits(limits: Limits) -> Callable[[], None]:
-    def apply() -> None:  # runs in the forked child, before exec
-        cpu = max(int(limits.cpu_seconds), 1)
-        for which, value in ((resource.RLIMIT_AS, limits.memory_bytes),
-                             (resource.RLIMIT_CPU, (cpu, cpu + 5)),
-                             (resource.RLIMIT_NOFILE, limits.open_files),
-                             (resource.RLIMIT_NPROC, limits.processes),
-                             (resource.RLIMIT_FSIZE, limits.disk_bytes),
-                             (resource.RLIMIT_CORE, 0)):
-            soft, hard = value if isinstance(value, tuple) else (value, value)
-            resource.setrlimit(which, (soft, hard))
-
-    return apply
-
-
-def _supervise(command: list[str], workdir: Path, limits: Limits, threads: int, device: str,
+def _supervise(spec: launcher.Launch, limits: Limits,
                heartbeat: Callable[[], None] | None) -> ChildOutcome:
     start = time.monotonic()
-    proc = subprocess.Popen(command, cwd=workdir, env=_environment(workdir, threads, device),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, preexec_fn=_rlimits(limits),
-                            start_new_session=True)
-    capture = _Capture(proc.stdout, limits.output_bytes, kill_after=256 * limits.output_bytes)
-    reason, status, usage = "", None, None
+    child = launcher.launch(spec)
+    capture = _Capture(child.output, limits.output_bytes, kill_after=256 * limits.output_bytes)
+    reason, ended = "", None
     last_beat = last_disk = start
-    while status is None:
-        pid, wait_status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            status = wait_status
-            break
-        now = time.monotonic()
-        if not reason:
-            if now - start > limits.wall_seconds:
-                reason = "wall"
-            elif capture.overflowed:
-                reason = "output"
-            elif now - last_disk > 0.5:
-                last_disk = now
-                if _disk_usage(workdir) > limits.disk_bytes:
-                    reason = "disk"
-            if reason:
-                _kill_group(proc.pid)
-        if heartbeat is not None and now - last_beat > HEARTBEAT_SECONDS:
-            last_beat = now
-            try:
-                heartbeat()
-            except Exception:  # a database blip must not kill a healthy cell
-                log.warning("heartbeat failed", exc_info=True)
-        time.sleep(POLL_SECONDS)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        while (ended := child.poll()) is None:
+            now = time.monotonic()
+            if not reason:
+                if now - start > limits.wall_seconds:
+                    reason = "wall"
+                elif capture.overflowed:
+                    reason = "output"
+                elif now - last_disk > 0.5:
+                    last_disk = now
+                    if _disk_usage(spec.workdir) > limits.disk_bytes:
+                        reason = "disk"
+                if reason:
+                    child.kill()
+            if heartbeat is not None and now - last_beat > HEARTBEAT_SECONDS:
+                last_beat = now
+                try:
+                    heartbeat()
+                except Exception:  # a database blip must not kill a healthy cell
+                    log.warning("heartbeat failed", exc_info=True)
+            time.sleep(POLL_SECONDS)
+    except BaseException:
+        child.kill()  # an interrupted worker leaves no child behind
+        raise
+    code, cpu = ended
     capture.join()
-    wall = time.monotonic() - start
-    outcome = ChildOutcome(output=capture.text(), wall_time=wall)
+    outcome = ChildOutcome(output=capture.text(), wall_time=time.monotonic() - start)
     if reason:
         outcome.reason, outcome.error = reason, _limit_message(reason, limits, capture.total)
         return outcome
-    outcome.report = _read_report(workdir)
-    if proc.returncode != 0 or not outcome.report:
-        outcome.reason, outcome.error = _exit_reason(proc.returncode, usage, limits)
+    outcome.report = _read_report(spec.workdir)
+    if code != 0 or not outcome.report:
+        outcome.reason, outcome.error = _exit_reason(code, cpu, limits)
         return outcome
-    try:
-        outcome.outputs = _read_outputs(workdir / "outputs.npz") if not outcome.report.get(
-            "error") else {}
-    except InvalidOutput as exc:
-        outcome.reason, outcome.error = "invalid-output", str(exc)
+    if not outcome.report.get("error"):
+        try:
+            outcome.outputs = _read_outputs(spec.workdir / "outputs.npz")
+        except InvalidOutput as exc:
+            outcome.reason, outcome.error = "invalid-output", str(exc)
     return outcome
 
 
-def _exit_reason(code: int, usage: Any, limits: Limits) -> tuple[str, str]:
-    cpu = (usage.ru_utime + usage.ru_stime) if usage is not None else 0.0
+def _exit_reason(code: int, cpu: float, limits: Limits) -> tuple[str, str]:
     if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) or (
             code in (-signal.SIGKILL, 128 + signal.SIGKILL) and cpu >= limits.cpu_seconds):
         return "cpu", _limit_message("cpu", limits, 0)
@@ -373,7 +335,7 @@ class _Capture:
 
     def _read(self, stream: Any) -> None:
         with stream:
-            while chunk := stream.read1(65536):
+            while chunk := os.read(stream.fileno(), 65536):
                 self.total += len(chunk)
                 room = self.keep - len(self.head)
                 if room > 0:
@@ -395,46 +357,6 @@ class _Capture:
 
 
 # --- isolation support and helpers ---------------------------------------------------------
-
-
-@functools.cache
-def isolation_support() -> dict[str, Any]:
-    """Which kernel layers this machine grants (probed once per process)."""
-    from harness import landlock
-
-    namespaces = False
-    if shutil.which("unshare"):
-        try:
-            probe = subprocess.run(["unshare", "--net", "--pid", "--fork", "--kill-child",
-                                    "--mount-proc", "true"], capture_output=True, timeout=20)
-            namespaces = probe.returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            namespaces = False
-    return {"namespaces": namespaces, "landlock": landlock.abi_version(),
-            "setpriv": shutil.which("setpriv") is not None,
-            "uid_drop": os.geteuid() == 0 and shutil.which("setpriv") is not None
-            and _readable_by_others()}
-
-
-def _readable_by_others() -> bool:
-    """Whether an unprivileged uid can run this interpreter and import the harness."""
-    import harness
-
-    paths = [Path(sys.executable).resolve(), Path(os.__file__).resolve(),
-             Path(harness.__file__).resolve(), Path(np.__file__).resolve()]
-    for path in paths:
-        for part in [*reversed(path.parents), path]:
-            mode = part.stat().st_mode
-            if part.is_dir() and not mode & 0o001 or not part.is_dir() and not mode & 0o004:
-                return False
-    return True
-
-
-def _sandbox_uid(support: dict[str, Any]) -> int | None:
-    """A uid of its own per worker process (so rlimits on processes count only this sandbox)."""
-    if not support["uid_drop"]:
-        return None
-    return 200_000 + os.getpid() % 100_000
 
 
 def _chown_tree(root: Path, uid: int) -> None:
@@ -465,29 +387,3 @@ def _disk_usage(root: Path, max_entries: int = 20_000) -> int:
                 except OSError:
                     continue
     return total
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of ``uid`` (a helper that becomes the uid and signals -1)."""
-    helper = os.fork()
-    if helper == 0:
-        try:
-            os.setgid(uid)
-            os.setuid(uid)
-            for _ in range(3):
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except OSError as exc:
-                    if exc.errno == errno.ESRCH:
-                        break
-        finally:
-            os._exit(0)
-    os.waitpid(helper, 0)
-

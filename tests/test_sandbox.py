@@ -85,9 +85,10 @@ def test_output_is_captured_and_truncated():
 def test_heartbeats_arrive_while_the_child_trains(monkeypatch):
     monkeypatch.setattr(sandbox, "HEARTBEAT_SECONDS", 0.2)
     beats = []
-    run_cells_sandboxed(NOISY, _code("ce"), "ce_copy.py", {}, ["clean"], [0],
+    slow = "import time\ntime.sleep(1.5)\n" + _code("ce")  # at import: a slow setup
+    run_cells_sandboxed(NOISY, slow, "ce_copy.py", {}, ["clean"], [0],
                         heartbeat=lambda: beats.append(1))
-    assert len(beats) >= 2
+    assert len(beats) >= 3
 
 
 def test_a_failing_heartbeat_does_not_kill_the_cell(monkeypatch):
@@ -126,7 +127,7 @@ def test_outputs_are_never_unpickled(tmp_path):
 
 def test_strict_mode_refuses_a_machine_without_isolation(monkeypatch):
     monkeypatch.setenv("HARNESS_SANDBOX_STRICT", "1")
-    monkeypatch.setattr(sandbox, "isolation_support", lambda: {
+    monkeypatch.setattr(sandbox.launcher, "isolation_support", lambda: {
         "namespaces": False, "landlock": 0, "setpriv": False, "uid_drop": False})
     with pytest.raises(sandbox.SandboxUnavailable):
         run_cells_sandboxed(NOISY, _code("ce"), "ce_copy.py", {}, ["clean"], [0])
@@ -134,11 +135,11 @@ def test_strict_mode_refuses_a_machine_without_isolation(monkeypatch):
 
 def test_exit_reasons_are_typed():
     limits = Limits.for_run(NOISY, 1, 1)
-    assert sandbox._exit_reason(-24, None, limits)[0] == "cpu"  # SIGXCPU
-    assert sandbox._exit_reason(-9, None, limits)[0] == "memory"
-    assert sandbox._exit_reason(-11, None, limits) == (
+    assert sandbox._exit_reason(-24, 0.0, limits)[0] == "cpu"  # SIGXCPU
+    assert sandbox._exit_reason(-9, 0.0, limits)[0] == "memory"
+    assert sandbox._exit_reason(-11, 0.0, limits) == (
         "crash", "the sandboxed process died of SIGSEGV without a result")
-    assert sandbox._exit_reason(3, None, limits)[0] == "crash"
+    assert sandbox._exit_reason(3, 0.0, limits)[0] == "crash"
 
 
 class _Exploit:

@@ -15,7 +15,7 @@ from typing import Any
 
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 200
-FINISHED = ("ok", "diverged", "failed", "timeout")
+FINISHED = ("ok", "diverged", "failed", "timeout", "killed")
 STATUSES = ("queued", "running", *FINISHED)
 
 

@@ -21,7 +21,6 @@ from harness.objectives.loading import Objective
 from harness.train import Protocol, train_members
 from suites.base import CellResult, Suite, Variant
 from suites.jobs import Job, check_array, run_in_process
-from suites.noisy_labels import noise
 from suites.noisy_labels.data import digits_split
 
 
@@ -165,6 +164,8 @@ def _check_predictions(pred: np.ndarray, shape: tuple[int, ...], num_classes: in
 def noisy_labels(data: Dataset, variant: Variant, seed: int,
                  data_root: str | None = None) -> np.ndarray:
     """The training labels a member sees: drawn from (variant, seed) only."""
+    from suites.noisy_labels import noise  # scipy: the trainer (sandbox) never needs it
+
     kind, rate = variant.config["noise"], variant.config["rate"]
     rng = seeding.rng(seed, seeding.NOISE, variant.name)
     y, k = data.y_train, data.num_classes

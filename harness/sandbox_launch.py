@@ -1,0 +1,281 @@
+"""Starting a sandboxed child: through the fork server (default) or a fresh exec.
+
+``HARNESS_SANDBOX_MODE=fork`` (default) forks each child from a per-thread zygote
+(:mod:`harness.sandbox_zygote`) that has the trainer imported already; ``exec``
+starts ``unshare … setpriv … python -I -m harness.sandbox_child`` per child. Both
+give the same isolation; ``fork`` saves ~1.5 s of CPU per cell group.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+RLIMITS = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_FSIZE",
+           "RLIMIT_CORE")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The machine cannot provide the isolation this worker is configured to require."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    workdir: Path
+    rlimits: dict[str, tuple[int, int]]
+    uid: int | None
+    namespaces: bool
+    threads: int
+    device: str
+
+
+class Running(Protocol):
+    pid: int
+    output: Any  # a binary stream of the child's stdout and stderr
+
+    def poll(self) -> tuple[int, float] | None:
+        """(exit code, negative for a signal; CPU seconds) once it ended, else None."""
+
+    def kill(self) -> None: ...
+
+
+def launch(spec: Launch) -> Running:
+    if os.environ.get("HARNESS_SANDBOX_MODE", "fork") == "exec":
+        return _Exec(spec)
+    return _zygote(spec.threads, spec.device).start(spec)
+
+
+def environment(workdir: Path | None, threads: int, device: str) -> dict[str, str]:
+    """The child's whole environment: nothing of the worker's (no credentials)."""
+    home = str(workdir) if workdir else "/tmp"
+    env = {"PATH": "/usr/bin:/bin", "HOME": home,
+           "TMPDIR": str(workdir / "tmp") if workdir else "/tmp", "LANG": "C.UTF-8",
+           "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "HARNESS_SANDBOXED": "1"}
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    if device.startswith("cuda"):
+        env.update({k: v for k, v in os.environ.items()
+                    if k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")})
+    return env
+
+
+# --- exec: a fresh interpreter per child ------------------------------------------------
+
+
+class _Exec:
+    def __init__(self, spec: Launch) -> None:
+        command = [sys.executable, "-I", "-m", "harness.sandbox_child", str(spec.workdir)]
+        if os.geteuid() == 0:
+            ids = (["--reuid", str(spec.uid), "--regid", str(spec.uid), "--clear-groups"]
+                   if spec.uid else [])
+            command = ["setpriv", *ids, "--no-new-privs", "--inh-caps=-all",
+                       "--bounding-set=-all", "--", *command]
+        if spec.namespaces:
+            command = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc",
+                       *command]
+        rlimits = spec.rlimits
+
+        def apply_rlimits() -> None:  # in the forked child, before exec
+            for name, value in rlimits.items():
+                resource.setrlimit(getattr(resource, name), value)
+
+        self.proc = subprocess.Popen(
+            command, cwd=spec.workdir, env=environment(spec.workdir, spec.threads, spec.device),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            preexec_fn=apply_rlimits, start_new_session=True)
+        self.pid = self.proc.pid
+        self.output = self.proc.stdout
+
+    def poll(self) -> tuple[int, float] | None:
+        pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+        if not pid:
+            return None
+        self.proc.returncode = code = os.waitstatus_to_exitcode(status)
+        return code, usage.ru_utime + usage.ru_stime
+
+    def kill(self) -> None:
+        kill_group(self.pid)
+
+
+# --- fork: one zygote per worker thread ---------------------------------------------------
+
+
+class _Zygote:
+    def __init__(self, threads: int, device: str) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.socket = ours
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "harness.sandbox_zygote", str(theirs.fileno())],
+            env=environment(None, threads, device), stdin=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),), start_new_session=True)
+        theirs.close()
+        reply = self._receive(timeout=120)
+        if not reply or not reply.get("ready"):
+            self.close()
+            raise SandboxUnavailable("the sandbox fork server did not start")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def start(self, spec: Launch) -> _Forked:
+        read, write = os.pipe()
+        request = {"workdir": str(spec.workdir), "uid": spec.uid,
+                   "namespaces": spec.namespaces,
+                   "env": environment(spec.workdir, spec.threads, spec.device),
+                   "limits": {k: list(v) for k, v in spec.rlimits.items()}}
+        try:
+            socket.send_fds(self.socket, [json.dumps(request).encode()], [write])
+        finally:
+            os.close(write)
+        reply = self._receive(timeout=60)
+        if not reply or "pid" not in reply:
+            os.close(read)
+            self.close()
+            raise SandboxUnavailable("the sandbox fork server did not start the child")
+        return _Forked(self, reply["pid"], os.fdopen(read, "rb", buffering=0))
+
+    def _receive(self, timeout: float | None) -> dict | None:
+        ready, _, _ = select.select([self.socket], [], [], timeout)
+        if not ready:
+            return None
+        data = self.socket.recv(1 << 16)
+        return json.loads(data) if data else None
+
+    def close(self) -> None:
+        self.socket.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+class _Forked:
+    def __init__(self, zygote: _Zygote, pid: int, output: Any) -> None:
+        self.zygote, self.pid, self.output = zygote, pid, output
+
+    def poll(self) -> tuple[int, float] | None:
+        try:
+            reply = self.zygote._receive(timeout=0)
+        except (OSError, ValueError):
+            reply = None
+        if reply is None:
+            if self.zygote.alive():
+                return None
+            raise SandboxUnavailable("the sandbox fork server died during a job")
+        job = reply.get("job") or ""
+        if job.startswith("setup:"):
+            raise SandboxUnavailable(f"sandbox setup failed: {job[6:]}")
+        kind, _, value = job.partition(":")
+        code = int(value) if kind == "exit" else -int(value) if kind == "signal" \
+            else -signal.SIGKILL  # init was killed before reporting: by us or the kernel
+        return code, float(reply.get("cpu", 0.0))
+
+    def kill(self) -> None:
+        kill_group(self.pid)
+        try:  # before its setsid the group does not exist yet; its death takes init along
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+_ZYGOTES: dict[tuple[int, int, str], _Zygote] = {}
+_ZYGOTES_LOCK = threading.Lock()
+
+
+def _zygote(threads: int, device: str) -> _Zygote:
+    key = (threading.get_ident(), threads, device)
+    with _ZYGOTES_LOCK:
+        zygote = _ZYGOTES.get(key)
+        if zygote is None or not zygote.alive():
+            zygote = _ZYGOTES[key] = _Zygote(threads, device)
+        return zygote
+
+
+def shutdown() -> None:
+    """Stop every fork server of this process (workers call it on exit)."""
+    with _ZYGOTES_LOCK:
+        for zygote in _ZYGOTES.values():
+            zygote.close()
+        _ZYGOTES.clear()
+
+
+# --- what the machine allows ---------------------------------------------------------------
+
+
+@functools.cache
+def isolation_support() -> dict[str, Any]:
+    """Which kernel layers this machine grants (probed once per process)."""
+    from harness import landlock
+
+    namespaces = False
+    if shutil.which("unshare"):
+        try:
+            probe = subprocess.run(["unshare", "--net", "--pid", "--fork", "--kill-child",
+                                    "--mount-proc", "true"], capture_output=True, timeout=20)
+            namespaces = probe.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            namespaces = False
+    return {"namespaces": namespaces, "landlock": landlock.abi_version(),
+            "setpriv": shutil.which("setpriv") is not None,
+            "uid_drop": os.geteuid() == 0 and _readable_by_others()}
+
+
+def _readable_by_others() -> bool:
+    """Whether an unprivileged uid can run this interpreter and import the harness."""
+    import numpy as np
+
+    import harness
+
+    paths = [Path(sys.executable).resolve(), Path(os.__file__).resolve(),
+             Path(harness.__file__).resolve(), Path(np.__file__).resolve()]
+    for path in paths:
+        for part in [*reversed(path.parents), path]:
+            mode = part.stat().st_mode
+            if part.is_dir() and not mode & 0o001 or not part.is_dir() and not mode & 0o004:
+                return False
+    return True
+
+
+def sandbox_uid(support: dict[str, Any]) -> int | None:
+    """A uid of its own per worker thread, so the process limit counts only this sandbox."""
+    if not support["uid_drop"]:
+        return None
+    return 200_000 + (os.getpid() * 7 + threading.get_ident()) % 100_000
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process of ``uid`` (a helper that becomes the uid and signals -1)."""
+    helper = os.fork()
+    if helper == 0:
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            for _ in range(3):
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except OSError:
+                    break
+        finally:
+            os._exit(0)
+    os.waitpid(helper, 0)
