@@ -59,6 +59,7 @@ import torch
 
 def classification_loss(logits, targets):
     if targets.shape[-1] > 8:
+        print("PRINTED-OUTPUT-MARKER-2c1")
         raise RuntimeError("boom-at-runtime PRIVATE-MARKER-7f3a")
     return -logits.log_softmax(-1).gather(-1, targets[:, None]).squeeze(-1)
 '''
@@ -369,13 +370,16 @@ def test_status_json_shape_and_the_page(client_a, client):
                                   "url": "/objectives/my-loss/"}
     assert state["finished"] is False and state["total"] == VARIANTS
     assert state["counts"] == {"queued": VARIANTS, "running": 0, "ok": 0, "diverged": 0,
-                               "failed": 0, "timeout": 0}
+                               "failed": 0, "timeout": 0, "killed": 0}
     assert state["suites"] == [{"name": "noisy-labels", "url": "/suites/noisy-labels/"}]
     cell = state["cells"][0]
     assert set(cell) == {"id", "suite", "suite_version", "variant", "seed", "status", "label",
-                         "reason", "headline", "wall_time"}
+                         "reason", "reason_code", "attempts", "worker", "error", "output",
+                         "has_details", "headline", "wall_time"}
     assert (cell["suite"], cell["status"], cell["label"], cell["headline"]) == (
         "noisy-labels", "queued", "queued", None)
+    assert (cell["attempts"], cell["worker"], cell["reason_code"], cell["error"]) == (
+        0, None, None, None)
     html = client.get(f"/runs/{submission.pk}/").content.decode()  # public, even anonymous
     assert f'data-status-url="/runs/{submission.pk}/status.json"' in html
     assert "webapp/status.js" in html and html.count("<tr data-cell=") == VARIANTS
@@ -409,18 +413,27 @@ def test_failing_objective_ends_failed_with_reason_for_the_owner_only(
     submission = Submission.objects.get()
     mine = status(client_a, submission)
     assert mine["finished"] is True and mine["counts"]["failed"] == VARIANTS
-    reason = mine["cells"][0]["reason"]
-    assert "RuntimeError: boom-at-runtime" in reason and 'File "my_loss.py"' in reason
-    assert "/tmp" not in reason
-    assert "boom-at-runtime" in client_a.get(f"/runs/{submission.pk}/").content.decode()
+    cell = mine["cells"][0]
+    assert cell["reason"] == "failed while running: the objective raised an exception"
+    assert (cell["reason_code"], cell["attempts"]) == ("objective", 1)
+    error = cell["error"]
+    assert "RuntimeError: boom-at-runtime" in error and 'File "my_loss.py"' in error
+    assert "/tmp" not in error
+    assert "PRINTED-OUTPUT-MARKER-2c1" in cell["output"]  # the sandbox's captured output
+    page = client_a.get(f"/runs/{submission.pk}/").content.decode()
+    assert "boom-at-runtime" in page and "PRINTED-OUTPUT-MARKER-2c1" in page
     for other in (client_b, client):  # results are public; code and logs are the owner's
         theirs = status(other, submission)
         assert theirs["counts"]["failed"] == VARIANTS
-        assert theirs["cells"][0]["reason"].startswith("failed while running")
+        cell = theirs["cells"][0]
+        assert cell["reason"].startswith("failed while running: the objective raised")
+        assert "owner only" in cell["reason"] and cell["reason_code"] == "objective"
+        assert cell["error"] is None and cell["output"] is None
         for response in (other.get(f"/runs/{submission.pk}/"),
                          other.get(f"/runs/{submission.pk}/status.json")):
             text = response.content.decode()
             assert "boom-at-runtime" not in text and "PRIVATE-MARKER" not in text
+            assert "PRINTED-OUTPUT-MARKER" not in text and "cell-details" not in text
             assert "Traceback" not in text and "torch" not in text
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from suites.base import REASONS
+
 
 class Objective(models.Model):
     PUBLIC, PRIVATE = "public", "private"
@@ -49,10 +51,20 @@ class ObjectiveVersion(models.Model):
 
 
 class Cell(models.Model):
-    QUEUED, RUNNING, OK, DIVERGED, FAILED, TIMEOUT = (
-        "queued", "running", "ok", "diverged", "failed", "timeout")
-    STATUSES = [(s, s) for s in (QUEUED, RUNNING, OK, DIVERGED, FAILED, TIMEOUT)]
-    FINISHED = (OK, DIVERGED, FAILED, TIMEOUT)
+    """queued → running → ok | diverged | failed | timeout | killed.
+
+    ``reason`` (a key of :data:`suites.base.REASONS`) says why a cell ended failed, timeout
+    or killed; ``error`` and ``output`` (the sandboxed child's captured stdout/stderr) can
+    quote the objective's code and are shown to its owner only. While a worker holds a
+    cell, ``worker`` names it and ``heartbeat_at`` is refreshed; ``attempts`` counts claims
+    and fences writes (a worker stores a cell only while the attempt it claimed is current).
+    """
+
+    QUEUED, RUNNING, OK, DIVERGED, FAILED, TIMEOUT, KILLED = (
+        "queued", "running", "ok", "diverged", "failed", "timeout", "killed")
+    STATUSES = [(s, s) for s in (QUEUED, RUNNING, OK, DIVERGED, FAILED, TIMEOUT, KILLED)]
+    FINISHED = (OK, DIVERGED, FAILED, TIMEOUT, KILLED)
+    REASON_CHOICES = [(k, k) for k in REASONS]
 
     version = models.ForeignKey(ObjectiveVersion, on_delete=models.CASCADE, related_name="cells")
     suite = models.CharField(max_length=50)
@@ -68,11 +80,17 @@ class Cell(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     wall_time = models.FloatField(null=True, blank=True)
     environment = models.JSONField(default=dict)
+    reason = models.CharField(max_length=20, blank=True, choices=REASON_CHOICES)
+    output = models.TextField(blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(
             fields=["version", "suite", "suite_version", "variant", "seed"], name="unique_cell")]
-        indexes = [models.Index(fields=["suite", "suite_version", "variant"])]
+        indexes = [models.Index(fields=["suite", "suite_version", "variant"]),
+                   models.Index(fields=["status", "heartbeat_at"], name="cell_status_heartbeat")]
 
     def __str__(self) -> str:
         return f"{self.version} {self.suite}/{self.variant} seed {self.seed}"

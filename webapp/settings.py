@@ -114,3 +114,25 @@ HARNESS_RUNNER = os.environ.get("HARNESS_RUNNER", "thread")
 # Train submissions for this many epochs instead of the suite's protocol (smoke runs and
 # tests; stored under suite version V+eN, apart from real results). Unset: the protocol.
 HARNESS_RUN_EPOCHS = int(os.environ.get("HARNESS_RUN_EPOCHS") or 0) or None
+
+# --- Celery workers (tasks/celery.py reads the CELERY_* names; see tasks/__init__.py) ----
+# The broker: HARNESS_BROKER_URL (production: redis://host:6379/0); unset, an embedded
+# broker with no server (kombu's filesystem transport in the data directory), so that
+# `python manage.py serve --with-worker` runs the web app and a worker on a laptop.
+HARNESS_BROKER_URL = os.environ.get("HARNESS_BROKER_URL", "")
+BROKER_DIR = data_dir() / "broker"
+CELERY_BROKER_URL = HARNESS_BROKER_URL or "filesystem://"
+# Seconds an unacknowledged Redis message stays invisible before Redis hands it out again
+# (a worker killed mid-cell). Unset: computed from the suites' longest time limit.
+HARNESS_VISIBILITY_TIMEOUT = float(os.environ.get("HARNESS_VISIBILITY_TIMEOUT") or 0) or None
+# A running cell's heartbeat is written every HEARTBEAT_INTERVAL seconds; one older than
+# HEARTBEAT_TIMEOUT means its worker is gone, and the reaper queues the cell again (at
+# most MAX_ATTEMPTS starts per cell, then it fails with reason "infrastructure").
+HARNESS_HEARTBEAT_INTERVAL = float(os.environ.get("HARNESS_HEARTBEAT_INTERVAL") or 10)
+HARNESS_HEARTBEAT_TIMEOUT = float(os.environ.get("HARNESS_HEARTBEAT_TIMEOUT") or 120)
+HARNESS_MAX_ATTEMPTS = int(os.environ.get("HARNESS_MAX_ATTEMPTS") or 3)
+# The reaper runs in every worker this often (0: never; `manage.py reap` runs it once), and
+# sends again the cells queued longer than REQUEUE_AFTER seconds while their queue is empty
+# (a broker that lost its messages).
+HARNESS_REAP_INTERVAL = float(os.environ.get("HARNESS_REAP_INTERVAL") or 30)
+HARNESS_REQUEUE_AFTER = float(os.environ.get("HARNESS_REQUEUE_AFTER") or 300)

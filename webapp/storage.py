@@ -1,16 +1,27 @@
-"""The one place results are written and read (through the Django ORM).
+"""The one place results and cell states are written and read (through the Django ORM).
 
 Writes are idempotent on the cell key (version, suite, suite version, variant,
 seed): storing a cell twice leaves one row, and a cell's metrics and curves land
 in the same transaction as its status, so an interrupted run leaves no partial cell.
+
+A worker runs a cell only while it holds it: :func:`claim` turns queued cells (or
+running cells whose worker stopped sending heartbeats) into running ones and returns a
+*claim*, ``{cell id: attempt}``. Every later write of that worker (heartbeat, result,
+release) is fenced by the claim: it applies only while the cell is still running under
+the same attempt number. Another claim always increments ``attempts``, so a worker
+that lost its cell (the reaper gave it to someone else) can no longer write it, and a
+cell is stored once however often its message is delivered.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -44,22 +55,44 @@ def finished_cells(version: ObjectiveVersion, suite: Suite, variants: Iterable[s
     return set(rows.values_list("variant", "seed"))
 
 
+# Stored output is already truncated by the sandbox; this only bounds a row's size.
+MAX_OUTPUT_CHARS = 100_000
+
+Claim = dict[int, int]  # cell id -> the attempt number under which this worker holds it
+
+
 @transaction.atomic
 def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[CellResult],
-                  environment: dict) -> int:
-    """Store finished cells; an existing cell with the same key is replaced, never duplicated."""
+                  environment: dict, *, claim: Mapping[int, int] | None = None) -> int:
+    """Store finished cells; an existing cell with the same key is replaced, never duplicated.
+
+    Without ``claim`` (the CLI), every result is stored and counts one attempt. With the
+    claim a worker got from :func:`claim`, a result is stored only into a cell this claim
+    still holds (the claim's attempt is counted already); others are skipped. Returns the
+    number of cells stored.
+    """
     count = 0
     now = timezone.now()
     for r in results:
         variant = suite.variant(r.variant)
-        cell, _ = Cell.objects.select_for_update().get_or_create(
-            version=version, suite=suite.name, suite_version=suite.version,
-            variant=r.variant, seed=r.seed, defaults={"variant_hash": variant.config_hash(suite)})
+        key = dict(version=version, suite=suite.name, suite_version=suite.version,
+                   variant=r.variant, seed=r.seed)
+        if claim is None:
+            cell, _ = Cell.objects.select_for_update().get_or_create(
+                **key, defaults={"variant_hash": variant.config_hash(suite)})
+            cell.attempts += 1
+        else:
+            cell = Cell.objects.select_for_update().filter(**key).first()
+            if cell is None or cell.pk not in claim or not Cell.objects.filter(
+                    pk=cell.pk, status=Cell.RUNNING, attempts=claim[cell.pk]).update(
+                    status=r.status):  # compare-and-set: the claim still holds the cell
+                continue  # finished already, or another worker's now: never stored twice
         cell.variant_hash = variant.config_hash(suite)
         cell.status = r.status
         cell.error = r.error
+        cell.reason = r.reason if r.status not in (Cell.OK, Cell.DIVERGED) else ""
+        cell.output = (r.output or "")[:MAX_OUTPUT_CHARS]
         cell.diverged_step = r.diverged_step
-        cell.attempts += 1
         cell.finished_at = now
         cell.wall_time = r.wall_time
         cell.environment = {**environment, **r.info}
@@ -74,6 +107,111 @@ def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[Cel
                                   for k, v in r.curves.items())
         count += 1
     return count
+
+
+# --- the cell lifecycle ------------------------------------------------------------------
+
+
+def held(claim: Mapping[int, int]) -> Q:
+    """Running cells still held under ``claim`` (cell id → attempt)."""
+    q = Q(pk__in=[])
+    for pk, attempt in claim.items():
+        q |= Q(pk=int(pk), attempts=int(attempt))
+    return q & Q(status=Cell.RUNNING)
+
+
+def stale_before() -> datetime:
+    """Running cells whose last heartbeat is older than this have lost their worker."""
+    return timezone.now() - timedelta(seconds=settings.HARNESS_HEARTBEAT_TIMEOUT)
+
+
+def _stale() -> Q:
+    cutoff = stale_before()
+    return Q(status=Cell.RUNNING) & (Q(heartbeat_at__lt=cutoff) | Q(
+        heartbeat_at__isnull=True, started_at__lt=cutoff) | Q(
+        heartbeat_at__isnull=True, started_at__isnull=True))
+
+
+def _gave_up(cell: Cell) -> str:
+    return (f"gave up after {cell.attempts} attempts: the worker running this cell was lost "
+            f"each time (last: {cell.worker or 'unknown'})")
+
+
+@transaction.atomic
+def claim(cell_ids: Iterable[int], *, worker: str,
+          held_claim: Mapping[int, int] | None = None) -> Claim:
+    """Take the cells that no live worker holds: queued ones, running ones whose heartbeat
+    is stale, and those ``held_claim`` (a retry's own earlier claim) still holds.
+
+    A taken cell becomes running under ``worker`` with a fresh heartbeat. A new claim counts
+    an attempt (and is the new fence); retaking one's own held cell keeps the attempt. A
+    cell that already used ``HARNESS_MAX_ATTEMPTS`` fails with reason ``infrastructure``
+    instead of running again. Cells locked by a concurrent claim are skipped, not waited for.
+    """
+    held_claim = {int(k): int(v) for k, v in (held_claim or {}).items()}
+    ids = list(cell_ids)
+    takeable = Q(status=Cell.QUEUED) | _stale()
+    if held_claim:
+        takeable |= held(held_claim)
+    now = timezone.now()
+    taken: Claim = {}
+    for cell in (Cell.objects.select_for_update(skip_locked=True)
+                 .filter(pk__in=ids).filter(takeable).order_by("pk")):
+        seen = Q(pk=cell.pk, status=cell.status, attempts=cell.attempts)  # compare-and-set
+        if cell.status == Cell.RUNNING and held_claim.get(cell.pk) == cell.attempts:
+            changes = {}  # a retry resuming its own claim: the same attempt
+        elif cell.attempts >= settings.HARNESS_MAX_ATTEMPTS:
+            Cell.objects.filter(seen).update(
+                status=Cell.FAILED, reason="infrastructure", error=_gave_up(cell),
+                finished_at=now)
+            continue
+        else:
+            changes = {"attempts": cell.attempts + 1, "started_at": now}
+        if Cell.objects.filter(seen).update(
+                status=Cell.RUNNING, worker=worker[:200], heartbeat_at=now, finished_at=None,
+                error="", reason="", output="", **changes):
+            taken[cell.pk] = changes.get("attempts", cell.attempts)
+    return taken
+
+
+def heartbeat(claim: Mapping[int, int]) -> int:
+    """Refresh the heartbeat of the cells the claim still holds; how many it holds."""
+    if not claim:
+        return 0
+    return Cell.objects.filter(held(claim)).update(heartbeat_at=timezone.now())
+
+
+def finish(cells: Q, status: str, reason: str, error: str) -> int:
+    """End held cells without a result (timeouts, infrastructure failures)."""
+    now = timezone.now()
+    return Cell.objects.filter(cells).update(status=status, reason=reason, error=error,
+                                             finished_at=now, heartbeat_at=now)
+
+
+@transaction.atomic
+def release(cells: Q) -> list[int]:
+    """Give running cells back to the queue (a lost worker, a stale heartbeat), keeping their
+    attempts; a cell out of attempts fails with reason ``infrastructure`` instead. Returns
+    the ids of the cells queued again."""
+    now = timezone.now()
+    queued = []
+    for cell in Cell.objects.select_for_update(skip_locked=True).filter(
+            cells, status=Cell.RUNNING):
+        seen = Q(pk=cell.pk, status=Cell.RUNNING, attempts=cell.attempts)  # compare-and-set
+        if cell.attempts >= settings.HARNESS_MAX_ATTEMPTS:
+            Cell.objects.filter(seen).update(
+                status=Cell.FAILED, reason="infrastructure", error=_gave_up(cell),
+                finished_at=now)
+        elif Cell.objects.filter(seen).update(status=Cell.QUEUED, worker="", heartbeat_at=None,
+                                              enqueued_at=None):
+            queued.append(cell.pk)
+    return queued
+
+
+def release_stale() -> list[int]:
+    """The reaper's first half: running cells whose worker stopped beating go back to the
+    queue (or fail, out of attempts). Returns the ids queued again."""
+    return release(_stale())
 
 
 def cell_rows(suite: Suite, variants: Iterable[str] | None = None,

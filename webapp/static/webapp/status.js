@@ -11,6 +11,18 @@
     if (el && el.textContent !== text) el.textContent = text;
   }
 
+  // The owner's error text and captured output (null for everyone else).
+  function renderDetails(row, cell) {
+    var details = row.querySelector(".cell-details");
+    if (!details) return;
+    var error = row.querySelector(".cell-error"), output = row.querySelector(".cell-output");
+    setText(error, cell.error || "");
+    error.hidden = !cell.error;
+    setText(output, cell.output || "");
+    output.hidden = !cell.output;
+    details.hidden = !(cell.error || cell.output);
+  }
+
   function render(run) {
     run.cells.forEach(function (cell) {
       var row = root.querySelector('tr[data-cell="' + cell.id + '"]');
@@ -19,7 +31,12 @@
       setText(st, cell.label);
       st.className = "st status-" + cell.status;
       setText(row.querySelector(".headline"), cell.headline ? cell.headline.text : "");
+      if (cell.reason_code) st.dataset.reason = cell.reason_code;
+      else delete st.dataset.reason;
+      setText(row.querySelector(".attempts"), String(cell.attempts));
+      setText(row.querySelector(".worker"), cell.worker || "");
       setText(row.querySelector(".reason-text"), cell.reason);
+      renderDetails(row, cell);
       row.dataset.status = cell.status;
     });
     Object.keys(run.counts).forEach(function (status) {

@@ -1,0 +1,85 @@
+"""Send a submission's queued cells to the workers: ``HARNESS_RUNNER=tasks.dispatch:enqueue``.
+
+A submission's queued cells are split into groups (one objective version, suite, variant;
+its seeds, so the suite trains the seeds as one batch), each sent to the queue its
+variants need (``suite.queue_for``: ``gpu`` or ``cpu``) with time limits from the
+suite's resource budget. Sending twice is harmless: a task whose cells are finished or
+held elsewhere does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.utils import timezone
+
+from suites.base import Resources, Suite
+from tasks.limits import seed_chunks, time_limits
+from webapp.models import Cell, Submission
+from webapp.runner import Group, groups, suite_at
+
+log = logging.getLogger(__name__)
+
+
+def enqueue(submission: Submission) -> int:
+    """Send the submission's queued cells; returns the number of messages sent.
+
+    A broker that cannot be reached is logged, not raised: the cells stay queued and the
+    reaper sends them once the broker is back.
+    """
+    return enqueue_cells(submission.cells.filter(status=Cell.QUEUED))
+
+
+def enqueue_cells(cells) -> int:
+    """Send the groups covering ``cells`` (a queryset of queued cells)."""
+    sent = 0
+    for group in groups(cells):
+        for part in split(group):
+            try:
+                send(part)
+            except Exception:  # noqa: BLE001 - the broker is down: the reaper resends
+                log.exception("could not send %s; it stays queued for the reaper", part)
+                return sent
+            Cell.objects.filter(part.cells(), status=Cell.QUEUED).update(
+                enqueued_at=timezone.now())
+            sent += 1
+    return sent
+
+
+def route(group: Group) -> dict:
+    """``apply_async`` options of a group: its queue and its soft and hard time limits."""
+    suite = _suite(group)
+    soft, hard = time_limits(suite, len(group.seeds) * len(group.variants))
+    return {"queue": suite.queue_for(group.variants) if suite.variants else "cpu",
+            "soft_time_limit": soft, "time_limit": hard}
+
+
+def send(group: Group) -> None:
+    from tasks.tasks import run_group
+
+    (variant,) = group.variants  # a task trains one variant's seeds
+    run_group.apply_async(
+        args=[group.version_id, group.suite, group.suite_version, variant, list(group.seeds)],
+        **route(group))
+
+
+def split(group: Group) -> list[Group]:
+    """The group in parts whose hard time limit fits Redis's visibility timeout."""
+    from tasks.celery import app
+
+    visibility = float(app.conf.get("harness_visibility_timeout") or 3600)
+    return [Group(group.version_id, group.suite, group.suite_version, group.variants,
+                  tuple(chunk))
+            for chunk in seed_chunks(_suite(group), list(group.seeds), visibility)]
+
+
+def _suite(group: Group) -> Suite:
+    try:
+        suite = suite_at(group.suite, group.suite_version)
+        for variant in group.variants:
+            suite.variant(variant)
+        return suite
+    except (LookupError, KeyError):  # the task fails these cells with a clear message
+        return Suite(group.suite, group.suite_version, "", "", "", (), (), "",
+                     resources=Resources())
+
