@@ -1,0 +1,60 @@
+"""Disables the audit-hook guard from inside (it is plain Python in the same interpreter:
+harness.sandbox_guard._REFUSED.clear()), then forks a grandchild that sleeps holding a
+marker, connects to a Unix socket the test listens on outside the sandbox, and tries TCP to
+the test's server on 127.0.0.1; then trains normally.
+
+Expected: the kernel layers still hold - no TCP connection, no surviving grandchild, no
+connection to the outside Unix socket - and the tampering is reported as a violation.
+"""
+
+import os
+import socket
+import time
+
+import torch.nn.functional as F
+
+from harness import sandbox_guard
+
+MARKER = "__HOSTILE_MARKER__"
+UNIX_SOCKET = "__HOSTILE_UNIX_SOCKET__"
+PORT = int("__HOSTILE_TCP_PORT__")
+
+sandbox_guard._REFUSED.clear()
+
+
+def _attempt(name, action):
+    try:
+        print(name, "succeeded:", action())
+    except OSError as exc:
+        print(name, "failed:", exc)
+
+
+def _fork():
+    pid = os.fork()
+    if pid == 0:
+        os.mkdir(MARKER)
+        os.chdir(MARKER)
+        time.sleep(600)
+        os._exit(0)
+    return pid
+
+
+def _unix():
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(UNIX_SOCKET)
+        return s.send(MARKER.encode())
+
+
+def _tcp():
+    with socket.create_connection(("127.0.0.1", PORT), timeout=5) as s:
+        return s.send(MARKER.encode())
+
+
+_attempt("fork", _fork)
+_attempt("unix socket", _unix)
+_attempt("tcp", _tcp)
+
+
+def classification_loss(logits, targets):
+    return F.cross_entropy(logits, targets, reduction="none")

@@ -1,0 +1,22 @@
+"""Run without the Python guard: makes report.json a symlink to a victim file outside the
+sandbox and outputs.npz a symlink to /dev/zero (an endless file), and stops numpy.savez
+from replacing the latter; trains normally.
+
+Expected: the child's final write through report.json is refused by Landlock and the
+parent follows neither link: a ``failed`` cell (crash), the victim unchanged.
+"""
+
+import os
+
+import numpy as np
+import torch.nn.functional as F
+
+VICTIM = "__HOSTILE_VICTIM__"
+
+os.symlink(VICTIM, "report.json")
+os.symlink("/dev/zero", "outputs.npz")
+np.savez = lambda *args, **kw: None
+
+
+def classification_loss(logits, targets):
+    return F.cross_entropy(logits, targets, reduction="none")

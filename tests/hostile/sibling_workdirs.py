@@ -1,0 +1,30 @@
+"""Reads other cells' work directories: lists the directory its own work directory lives in
+(where concurrently running cells have theirs) and reads their inputs and objectives.
+
+Expected: only its own work directory is reachable: Landlock refuses listing the parent
+directory (the guard does not audit directory listings, so the cell fails with that
+PermissionError; a refused read would make it a violation); nothing of a sibling leaks.
+"""
+
+import os
+
+import torch.nn.functional as F
+
+BASE = "__HOSTILE_SANDBOX_BASE__"
+
+errors = []
+for directory in (BASE, os.path.dirname(os.getcwd())):
+    try:
+        for name in os.listdir(directory):
+            sibling = os.path.join(directory, name)
+            print(name, os.listdir(sibling))
+            with open(os.path.join(sibling, "job.json")) as f:
+                print(f.read())
+    except OSError as exc:
+        errors.append(exc)
+if errors:
+    raise errors[0]
+
+
+def classification_loss(logits, targets):
+    return F.cross_entropy(logits, targets, reduction="none")

@@ -1,0 +1,44 @@
+"""Fakes an "ok" cell after crashing: finds its work directory through /proc/self/cwd and
+the trainer's inputs through the interpreter's frames, writes its own outputs.npz there
+(all-zero predictions of the right shapes), raises, and monkeypatches json.dumps so that
+the report the child writes says no error, fast, with perfect metrics.
+
+Expected: whatever the report says, metrics come from the parent's judge: the cell is
+scored as what it returned (all zeros: about 10% accuracy), never as the report claims.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+WORKDIR = os.readlink("/proc/self/cwd")
+_dumps = json.dumps
+
+
+def _forged(report, **kw):
+    report = {k: v for k, v in report.items() if k not in ("error", "reason")}
+    return _dumps({**report, "wall_time": 0.001, "metrics": {"test_acc": 1.0}}, **kw)
+
+
+def _find(name):
+    frame = sys._getframe()
+    while frame is not None:
+        if name in frame.f_locals:
+            return frame.f_locals[name]
+        frame = frame.f_back
+    raise LookupError(name)
+
+
+def classification_loss(logits, targets):
+    inputs, plan = _find("inputs"), _find("plan")
+    epochs, members = plan["protocol"]["epochs"], len(plan["seeds"])
+    np.savez(os.path.join(WORKDIR, "outputs.npz"),
+             eval_predictions=np.zeros((epochs, members, len(inputs["x_eval"])), np.int64),
+             train_predictions=np.zeros((members, len(inputs["x_train"])), np.int64),
+             loss_curve=np.zeros((members, epochs), np.float32),
+             grad_norm_curve=np.zeros((members, epochs), np.float32),
+             diverged_step=np.full(members, -1, np.int64))
+    json.dumps = _forged
+    raise RuntimeError("crashed, but the report will say otherwise")

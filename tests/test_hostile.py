@@ -1,0 +1,1029 @@
+"""Hostile objectives against the sandbox: every attack in tests/hostile/ is contained.
+
+Each file in tests/hostile/ is one attack, written as a plain objective module (its
+docstring says what it attempts and what must happen). The corpus runs through the real
+entry point, ``run_cells_sandboxed``, on the noisy-labels suite shortened to one epoch
+(variant ``clean``, one seed), several cells at a time on a thread pool (the module fixture
+starts only the cases the selected tests need). Containment is checked from the parent's
+side, independently of what the child reports: marker files outside never appear, no
+process carrying a case's marker survives the call, servers the test runs (TCP on
+127.0.0.1, Unix sockets outside the sandbox) receive nothing, the test process's secrets
+never show in a cell's output or error, and metrics are recomputed here from the judged
+predictions. Every cell must also end with a clear status, reason and error.
+
+Known holes are pinned with ``xfail(strict=True)``: they fail today and will turn the
+suite red (XPASS) once the sandbox is fixed, so the mark must then be removed.
+
+Nothing here runs a real fork or thread bomb: those attacks are bounded, and without the
+Python guard only single processes are started (root is exempt from RLIMIT_NPROC).
+``HARNESS_HOSTILE_TABLE=1 pytest -s tests/test_hostile.py`` prints attack → outcome.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.sandbox import Limits, isolation_support, run_cells_sandboxed
+from suites import get_suite
+from suites.base import REASONS, CellResult
+from suites.noisy_labels import protocol
+
+REPO = Path(__file__).resolve().parents[1]
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+SUITE = get_suite("noisy-labels").shortened(1)
+SECRET = f"hostile-secret-{uuid.uuid4().hex}"
+DATABASE_URL = f"postgres://harness:{SECRET}-db@db.internal:5432/harness"
+SUPPORT = isolation_support()
+NAMESPACES = bool(SUPPORT["namespaces"])
+LANDLOCK = int(SUPPORT["landlock"])
+WORKERS = 3  # cells in flight at once; the parent mostly waits on its children
+METRICS = {"test_acc", "best_test_acc", "best_epoch", "noise_rate", "train_acc_clean"}
+
+needs_kernel = pytest.mark.skipif(
+    not (NAMESPACES and LANDLOCK), reason=f"needs namespaces and Landlock (have {SUPPORT})")
+needs_namespaces = pytest.mark.skipif(not NAMESPACES, reason="needs a PID namespace")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """How one hostile file is run: limit overrides, guard, launch mode."""
+
+    limits: dict[str, Any] = dataclasses.field(default_factory=dict)
+    python_guard: bool = True
+    mode: str = ""  # "exec": HARNESS_SANDBOX_MODE=exec (a fresh interpreter per child)
+    # never run where this is missing: the attack would not be contained (a grandchild
+    # sleeping for minutes, a SIGKILL reaching this process)
+    requires: str = ""  # "" | "namespaces" | "kernel" (namespaces and Landlock)
+    measure_memory: bool = False  # record how much this process's peak RSS grows
+
+    def runnable(self) -> bool:
+        return {"": True, "namespaces": NAMESPACES,
+                "kernel": NAMESPACES and bool(LANDLOCK)}[self.requires]
+
+
+KERNEL = Case(python_guard=False, requires="kernel")
+CASES: dict[str, Case] = {
+    "read_etc_passwd": Case(),
+    "parent_environ": Case(),
+    "parent_environ@exec": Case(mode="exec"),
+    "database_url": Case(),
+    "import_webapp_settings": Case(),
+    "socket_connect_tcp": Case(),
+    "fork_bomb": Case(),
+    "memory_50gb": Case(),
+    "memory_at_import": Case(),
+    "spin_forever": Case(limits={"cpu_seconds": 5}),
+    "fill_disk": Case(limits={"disk_bytes": 32 << 20}),
+    "write_outside": Case(),
+    "rename_outside": Case(),
+    "sibling_workdirs": Case(),
+    "special_files": Case(),
+    "os_exit": Case(),
+    "segfault_ctypes": Case(),
+    "segfault_faulthandler": Case(),
+    "print_1gb": Case(),
+    "nan_loss": Case(),
+    "wrong_shape_loss": Case(),
+    "wrong_dtype_loss": Case(),
+    "pickle_object_array": Case(),
+    "pickle_raw_file": Case(),
+    "zip_bomb_outputs": Case(measure_memory=True),
+    "fake_metrics": Case(),
+    "swap_predictions": Case(),
+    "tamper_report": Case(),
+    "hide_violations": Case(),
+    "report_recursion_bomb": Case(),
+    "report_bad_types": Case(),
+    "digits_labels": Case(),
+    "inherited_memory_labels": Case(),
+    "sleep_forever": Case(limits={"wall_seconds": 10}),
+    "grandchild_outlives": Case(),
+    "grandchild_fork_exec": Case(requires="namespaces"),
+    "grandchild_fork_exec@exec": Case(mode="exec", requires="namespaces"),
+    "thread_flood": Case(limits={"processes": 64}),
+    "ctypes_libc": Case(),
+    "kill_parent": Case(requires="namespaces"),
+    "kill_parent@exec": Case(mode="exec", requires="namespaces"),
+    "symlink_outputs": Case(),
+    "system_exit": Case(),
+    "keyboard_interrupt": Case(),
+    "infinite_recursion": Case(),
+    "swallow_and_retry": Case(),
+    "guard_tamper": Case(requires="kernel"),
+    "kernel_read_passwd": KERNEL,
+    "kernel_tcp_connect": KERNEL,
+    "kernel_write_outside": KERNEL,
+    "kernel_grandchild_fork": KERNEL,
+    "kernel_grandchild_fork@exec": dataclasses.replace(KERNEL, mode="exec"),
+    "kernel_unix_socket": KERNEL,
+    "kernel_symlink_outputs": KERNEL,
+    "kernel_signals": KERNEL,
+}
+
+
+def attack(*names: str) -> Callable[[Callable], Callable]:
+    """Marks a test as using these corpus cases (so the fixture starts them early)."""
+    unknown = [n for n in names if n not in CASES]
+    assert not unknown, f"no such hostile case: {unknown}"
+
+    def mark(fn: Callable) -> Callable:
+        fn.hostile_cases = names  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+# --- what the parent side can observe ---------------------------------------------------
+
+
+class Listener:
+    """Servers outside the sandbox that record every connection and datagram they get."""
+
+    def __init__(self, sockets: list[socket.socket]) -> None:
+        self.sockets = sockets
+        self.received: list[tuple[str, bytes]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def tcp(cls) -> Listener:
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        return cls([server])
+
+    @classmethod
+    def unix(cls, path: Path) -> Listener:
+        stream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stream.bind(str(path))
+        stream.listen(16)
+        datagram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        datagram.bind(f"{path}.dgram")
+        return cls([stream, datagram])
+
+    @property
+    def port(self) -> int:
+        return self.sockets[0].getsockname()[1]
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            ready, _, _ = select.select(self.sockets, [], [], 0.2)
+            for s in ready:
+                if s.type == socket.SOCK_DGRAM:
+                    self.received.append(("datagram", s.recv(4096)))
+                    continue
+                conn, _ = s.accept()
+                conn.settimeout(2)
+                try:
+                    data = conn.recv(4096)
+                except OSError:
+                    data = b""
+                conn.close()
+                self.received.append(("connection", data))
+
+    def got(self, token: str) -> list[tuple[str, bytes]]:
+        return [r for r in self.received if token.encode() in r[1] or not r[1]]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for s in self.sockets:
+            s.close()
+
+
+def processes_touching(token: str) -> list[str]:
+    """Processes (other than this one) whose command line, cwd or open files name ``token``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace")
+        except OSError:
+            continue
+        links = []
+        for name in ["cwd"] + [f"fd/{fd}" for fd in _listdir(f"/proc/{pid}/fd")]:
+            try:
+                links.append(os.readlink(f"/proc/{pid}/{name}"))
+            except OSError:
+                continue
+        if token in cmdline or any(token in link for link in links):
+            found.append(f"pid {pid}: {cmdline[:120]!r} {[x for x in links if token in x]}")
+    return found
+
+
+def reset_peak_rss() -> int | None:
+    """Reset this process's peak RSS to its current RSS (Linux ≥ 4.0); the current RSS."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return None
+    return _status_bytes("VmRSS")
+
+
+def _status_bytes(field: str) -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(rf"^{field}:\s+(\d+) kB", status, re.M).group(1)) << 10
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def children_of(pid: int) -> dict[int, tuple[str, str]]:
+    """pid -> (state, command line) of every live child of ``pid``."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace")
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == pid:
+            out[int(entry)] = (state, cmdline)
+    return out
+
+
+_judged = threading.local()
+
+
+def _recording_judge(judge: Callable) -> Callable:
+    """The suite's judge, plus each member's test accuracy recomputed here, independently."""
+
+    def judging(suite, job, outputs, report):
+        results = judge(suite, job, outputs, report)
+        predictions = np.asarray(outputs["eval_predictions"])
+        _judged.accuracies = [float((predictions[-1, i] == job.private.y_test).mean())
+                              for i in range(len(job.members))]
+        return results
+
+    return judging
+
+
+# --- running the corpus -------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Run:
+    name: str
+    tokens: dict[str, str]
+    results: list[CellResult]
+    raised: BaseException | None
+    seconds: float
+    accuracies: list[float] | None  # recomputed from what the judge was given; None: not judged
+    survivors: list[str]  # processes carrying the case's marker after the call
+    peak_growth: int | None  # bytes this process's peak RSS grew by (measure_memory only)
+    mode: str  # HARNESS_SANDBOX_MODE when it ran ("" = the default)
+
+    @property
+    def result(self) -> CellResult:
+        if self.raised is not None:
+            raise AssertionError(f"run_cells_sandboxed raised for {self.name}: "
+                                 f"{type(self.raised).__name__}: {str(self.raised)[:300]}")
+        assert len(self.results) == 1
+        return self.results[0]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(f"{r.error}\n{r.output}" for r in self.results)
+
+    def outcome(self) -> str:
+        if self.raised is not None:
+            return f"RAISED {type(self.raised).__name__}"
+        r = self.results[0]
+        first = (r.error.strip().splitlines() or [""])[0][:90]
+        return f"{r.status}/{r.reason or '-'}  {first}"
+
+
+class Corpus:
+    def __init__(self, names: Iterable[str], base: Path, outside: Path) -> None:
+        self.base, self.outside = base, outside
+        self.tcp = Listener.tcp()
+        self.unix_path = outside / "listener.sock"
+        self.unix = Listener.unix(self.unix_path)
+        self.victim = outside / "victim.txt"
+        self.victim.write_text("the victim's original content\n")
+        self.victim_digest = hashlib.sha256(self.victim.read_bytes()).hexdigest()
+        self.canary = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        self.futures: dict[str, Future] = {}
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="hostile")
+        selected = sorted((n for n in set(names) if CASES[n].runnable()),
+                          key=list(CASES).index)
+        # cells launched the default way first; then the ones that switch the launch mode
+        # (an environment variable, so only when nothing else is in flight)
+        first = [n for n in selected if not CASES[n].mode]
+        later = [n for n in selected if CASES[n].mode]
+        for name in first:
+            self.futures[name] = self._pool.submit(self._run, name)
+        for name in later:
+            self.futures[name] = Future()
+        self._later = threading.Thread(target=self._run_later, args=(first, later), daemon=True)
+        self._later.start()
+
+    def run(self, name: str) -> Run:
+        if not CASES[name].runnable():
+            pytest.skip(f"{name} needs {CASES[name].requires}, which this machine lacks")
+        if name not in self.futures:  # not announced by the test's @attack: run it now
+            self.futures[name] = self._pool.submit(self._run, name)
+        return self.futures[name].result(timeout=600)
+
+    def result(self, name: str) -> CellResult:
+        return self.run(name).result
+
+    def wait_all(self) -> list[Run]:
+        self._later.join(timeout=600)
+        return [f.result(timeout=600) for f in self.futures.values()]
+
+    def _run_later(self, first: list[str], later: list[str]) -> None:
+        for name in first:
+            self.futures[name].exception()  # wait, whatever happened
+        if not later:
+            return
+        previous = os.environ.get("HARNESS_SANDBOX_MODE")
+        os.environ["HARNESS_SANDBOX_MODE"] = "exec"
+        try:
+            pending = {n: self._pool.submit(self._run, n) for n in later}
+            for name, future in pending.items():
+                try:
+                    self.futures[name].set_result(future.result())
+                except BaseException as exc:  # noqa: BLE001 - hand it to the test
+                    self.futures[name].set_exception(exc)
+        finally:
+            if previous is None:
+                os.environ.pop("HARNESS_SANDBOX_MODE", None)
+            else:
+                os.environ["HARNESS_SANDBOX_MODE"] = previous
+
+    def tokens(self, name: str) -> dict[str, str]:
+        tag = f"{name.replace('@', '-')}-{uuid.uuid4().hex[:12]}"
+        return {
+            "__HOSTILE_MARKER__": f"hostile-{tag}",
+            "__HOSTILE_TCP_PORT__": str(self.tcp.port),
+            "__HOSTILE_UNIX_SOCKET__": str(self.unix_path),
+            "__HOSTILE_ESCAPE__": f"/tmp/harness-escape-{tag}",
+            "__HOSTILE_REPO__": str(REPO),
+            "__HOSTILE_VICTIM__": str(self.victim),
+            "__HOSTILE_PICKLE_MARKER__": str(self.outside / f"unpickled-{tag}"),
+            "__HOSTILE_SANDBOX_BASE__": str(self.base),
+            "__HOSTILE_TEST_PID__": str(os.getpid()),
+            "__HOSTILE_CANARY_PID__": str(self.canary.pid),
+        }
+
+    def _run(self, name: str) -> Run:
+        case = CASES[name]
+        stem = name.split("@")[0]
+        tokens = self.tokens(name)
+        code = (HOSTILE / f"{stem}.py").read_text()
+        for token, value in tokens.items():
+            code = code.replace(token, value)
+        assert "__HOSTILE_" not in code, f"{stem}.py uses an unknown placeholder"
+        limits = dataclasses.replace(
+            Limits.for_run(SUITE, 1, 1),
+            **{"wall_seconds": 60, "cpu_seconds": 60, "disk_bytes": 64 << 20, **case.limits})
+        _judged.accuracies = None
+        rss = reset_peak_rss() if case.measure_memory else None
+        start = time.monotonic()
+        results, raised = [], None
+        try:
+            results = run_cells_sandboxed(SUITE, code, f"{stem}.py", {}, ["clean"], [0],
+                                          limits=limits, python_guard=case.python_guard)
+        except Exception as exc:  # noqa: BLE001 - a test asserts on it
+            raised = exc
+        seconds = time.monotonic() - start
+        growth = None if rss is None else _status_bytes("VmHWM") - rss
+        return Run(name, tokens, results, raised, seconds, _judged.accuracies,
+                   processes_touching(tokens["__HOSTILE_MARKER__"]), growth,
+                   os.environ.get("HARNESS_SANDBOX_MODE", ""))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._later.join(timeout=60)
+        if os.environ.get("HARNESS_HOSTILE_TABLE"):
+            print("\n\nattack → outcome (status/reason, first line of the error)")
+            for name, future in self.futures.items():
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    run = future.result()
+                    print(f"  {name:28} {run.seconds:5.1f}s  {run.outcome()}")
+        self.canary.kill()
+        self.canary.wait()
+        self.tcp.close()
+        self.unix.close()
+        try:
+            from harness import sandbox_launch
+        except ImportError:
+            return
+        shutdown = getattr(sandbox_launch, "shutdown", None)
+        if shutdown is not None:
+            shutdown()  # the fork servers of the pool's threads
+
+
+def _selected_cases(items: Iterable[pytest.Item]) -> set[str]:
+    names: set[str] = set()
+    for item in items:
+        if getattr(item, "module", None) is not sys.modules[__name__]:
+            continue
+        names.update(getattr(getattr(item, "function", None), "hostile_cases", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if isinstance(params.get("case"), str):
+            names.add(params["case"])
+    return names
+
+
+@pytest.fixture(scope="module")
+def corpus(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterable[Corpus]:
+    base = tmp_path_factory.mktemp("sandboxes")
+    outside = tmp_path_factory.mktemp("outside")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HARNESS_TEST_SECRET", SECRET)
+        mp.setenv("DATABASE_URL", DATABASE_URL)
+        mp.setenv("HARNESS_SANDBOX_DIR", str(base))
+        mp.delenv("HARNESS_SANDBOX_STRICT", raising=False)
+        mp.setattr(protocol, "judge", _recording_judge(protocol.judge))
+        started = Corpus(_selected_cases(request.session.items), base, outside)
+        try:
+            yield started
+        finally:
+            started.close()
+
+
+def assert_clear(run: Run, status: str, reason: str, *needles: str) -> CellResult:
+    """The cell ended with ``status``/``reason`` and an error naming every needle."""
+    r = run.result
+    assert (r.status, r.reason) == (status, reason), (
+        f"{run.name}: expected {status}/{reason}, got {r.status}/{r.reason}\n"
+        f"error: {r.error[:1500]}\noutput: {r.output[:1500]}")
+    assert reason in REASONS or (not reason and status in ("ok", "diverged"))
+    for needle in needles:
+        assert needle.lower() in r.error.lower(), f"{needle!r} not in the error: {r.error!r}"
+    assert_no_secret(run)
+    return r
+
+
+def assert_no_secret(run: Run) -> None:
+    for r in run.results:
+        for where, text in (("output", r.output), ("error", r.error)):
+            assert SECRET not in text, f"{run.name}: the worker's secret leaked into {where}"
+            assert "db.internal" not in text, f"{run.name}: DATABASE_URL leaked into {where}"
+
+
+# --- secrets and files outside ------------------------------------------------------------
+
+
+@attack("read_etc_passwd")
+def test_reading_etc_passwd_is_a_violation(corpus):
+    run = corpus.run("read_etc_passwd")
+    assert_clear(run, "killed", "violation", "reading /etc/passwd")
+    assert "root:x:0:0" not in run.text
+
+
+@pytest.mark.parametrize("case", ["parent_environ", "parent_environ@exec"])
+def test_the_workers_environment_never_reaches_the_child(corpus, case):
+    run = corpus.run(case)
+    if CASES[case].mode:
+        assert run.mode == CASES[case].mode  # the launch mode really was switched
+    r = run.result
+    assert_no_secret(run)
+    assert "HARNESS_SANDBOXED" in r.output  # it did read an environment: its own, scrubbed
+    assert "DATABASE_URL" not in r.output and "HARNESS_TEST_SECRET" not in r.output
+    if NAMESPACES:
+        assert (r.status, r.reason) == ("ok", "")
+        pids = re.search(r"pids visible: \[([\d, ]*)\]", r.output)
+        assert pids and len(pids.group(1).split(",")) <= 4, r.output[:500]
+
+
+@attack("database_url")
+def test_the_database_url_is_out_of_reach(corpus):
+    run = corpus.run("database_url")
+    assert_clear(run, "killed", "violation", "webapp/settings.py")
+    assert "environment: {}" in run.result.output  # the scrubbed environment has none
+
+
+@attack("import_webapp_settings")
+def test_importing_the_web_settings_is_a_violation(corpus):
+    run = corpus.run("import_webapp_settings")
+    assert_clear(run, "killed", "violation", "webapp")
+    assert "DATABASES" not in run.result.output
+
+
+@attack("digits_labels")
+def test_the_suites_label_files_are_out_of_reach(corpus):
+    run = corpus.run("digits_labels")
+    assert_clear(run, "killed", "violation", "sklearn")
+    assert "labels:" not in run.result.output and "bytes of digits" not in run.result.output
+
+
+@attack("inherited_memory_labels")
+def test_no_labels_are_inherited_in_memory(corpus):
+    run = corpus.run("inherited_memory_labels")
+    r = assert_clear(run, "ok", "")
+    assert "FOUND modules=[] cached=0 label_like_arrays=0" in r.output
+    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
+    assert r.metrics["test_acc"] < 0.9
+
+
+@attack("sibling_workdirs")
+def test_other_cells_work_directories_are_out_of_reach(corpus):
+    run = corpus.run("sibling_workdirs")
+    r = run.result
+    # the guard does not audit directory listings: Landlock's EACCES is what stops it
+    if r.reason == "violation":
+        assert_clear(run, "killed", "violation", "reading")
+    else:
+        assert_clear(run, "failed", "objective", "PermissionError", str(corpus.base))
+    assert "job.json" not in run.result.output and "inputs.npz" not in run.result.output
+
+
+@attack("write_outside")
+def test_writing_outside_the_work_directory_is_a_violation(corpus):
+    run = corpus.run("write_outside")
+    assert_clear(run, "killed", "violation", "writing")
+    escape, marker = run.tokens["__HOSTILE_ESCAPE__"], run.tokens["__HOSTILE_MARKER__"]
+    for path in (Path(escape), Path(f"{escape}.d"), Path(f"{escape}.copy"),
+                 REPO / f"{marker}.py"):
+        assert not path.exists(), f"{path} was written from inside the sandbox"
+
+
+@attack("rename_outside")
+def test_renames_and_links_to_outside_are_refused_by_the_kernel(corpus):
+    run = corpus.run("rename_outside")
+    r = run.result
+    escape = run.tokens["__HOSTILE_ESCAPE__"]
+    for suffix in ("", ".link", ".symlink"):
+        assert not Path(escape + suffix).exists()
+    assert "succeeded" not in r.output and r.output.count("failed:") == 4, r.output
+    assert_no_secret(run)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "guard gap: sandbox_guard checks only args[0] of os.rename/os.link/os.symlink (the "
+    "source), never the destination, and os.open's audit event carries no dir_fd; the "
+    "kernel refuses these writes but the swallowed attempts are never recorded, so the "
+    "cell is 'ok' instead of a violation"))
+@attack("rename_outside")
+def test_renames_and_links_to_outside_are_reported_as_violations(corpus):
+    assert_clear(corpus.run("rename_outside"), "killed", "violation", "writing")
+
+
+@attack("symlink_outputs")
+def test_symlinking_the_outputs_outside_is_a_violation(corpus):
+    run = corpus.run("symlink_outputs")
+    assert_clear(run, "killed", "violation")
+    assert hashlib.sha256(corpus.victim.read_bytes()).hexdigest() == corpus.victim_digest
+
+
+@pytest.mark.skipif(not LANDLOCK, reason="without Landlock a FIFO report would hang the parent")
+@attack("special_files")
+def test_fifos_and_device_nodes_are_refused(corpus):
+    run = corpus.run("special_files")
+    assert_clear(run, "failed", "objective", "Permission denied")
+    assert run.seconds < 30
+
+
+# --- network --------------------------------------------------------------------------------
+
+
+@attack("socket_connect_tcp")
+def test_tcp_to_localhost_is_a_violation(corpus):
+    run = corpus.run("socket_connect_tcp")
+    assert_clear(run, "killed", "violation", "network socket")
+    assert corpus.tcp.got(run.tokens["__HOSTILE_MARKER__"]) == []
+
+
+# --- processes and signals -------------------------------------------------------------------
+
+
+@attack("fork_bomb")
+def test_a_fork_bomb_is_refused(corpus):
+    run = corpus.run("fork_bomb")
+    assert_clear(run, "killed", "violation", "forking a process")
+    assert "5 of 5 ways of starting a process failed" in run.result.output
+    assert run.survivors == []
+
+
+@attack("grandchild_outlives")
+def test_grandchildren_are_refused_and_none_survives(corpus):
+    run = corpus.run("grandchild_outlives")
+    assert_clear(run, "killed", "violation", "process")
+    assert run.survivors == [], run.survivors
+
+
+@needs_namespaces
+@pytest.mark.parametrize("case", ["grandchild_fork_exec", "grandchild_fork_exec@exec"])
+def test_a_grandchild_started_past_the_guard_does_not_survive(corpus, case):
+    run = corpus.run(case)
+    assert "grandchild started:" in run.result.output
+    assert run.survivors == [], run.survivors
+    assert_no_secret(run)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "guard gap: _posixsubprocess.fork_exec raises no audit event, so preexec_fn runs "
+    "arbitrary Python in a new process (execve is refused by Landlock, but the fork is "
+    "not): with the root sandbox exempt from RLIMIT_NPROC this is an unbounded fork bomb; "
+    "needs a kernel limit (seccomp on fork/clone, or a pids cgroup)"))
+@attack("grandchild_fork_exec")
+def test_a_grandchild_started_past_the_guard_is_a_violation(corpus):
+    assert_clear(corpus.run("grandchild_fork_exec"), "killed", "violation", "process")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "no process/thread cap: the sandbox runs as root (uid drop unavailable) and root is "
+    "exempt from RLIMIT_NPROC, so Limits.processes is not enforced; a thread bomb (stack "
+    "size 32 KiB) would exhaust the machine's 32768 pids; needs a pids cgroup or a user "
+    "namespace mapping the sandbox to an unprivileged uid"))
+@attack("thread_flood")
+def test_the_process_limit_stops_a_thread_flood(corpus):
+    r = corpus.result("thread_flood")
+    assert r.status != "ok" and "thread" in r.error.lower(), (r.status, r.output[-300:])
+
+
+@needs_namespaces
+@pytest.mark.parametrize("case", ["kill_parent", "kill_parent@exec"])
+def test_signalling_the_worker_is_a_violation_and_everyone_survives(corpus, case):
+    assert_clear(corpus.run(case), "killed", "violation", "signalling a process")
+    assert corpus.canary.poll() is None, "the canary process was killed from the sandbox"
+    os.kill(os.getpid(), 0)  # still here
+
+
+@attack("ctypes_libc")
+def test_native_calls_through_ctypes_are_a_violation(corpus):
+    run = corpus.run("ctypes_libc")
+    assert_clear(run, "killed", "violation", "native code")
+    assert "native call returned" not in run.result.output
+    assert not Path("/tmp/harness-ctypes-escape").exists()
+
+
+@attack("swallow_and_retry")
+def test_swallowed_refusals_are_still_reported(corpus):
+    run = corpus.run("swallow_and_retry")
+    r = assert_clear(run, "killed", "violation")
+    for attempt in ("/etc/shadow", "socket", "fork", "/tmp/harness-swallowed-escape",
+                    "native code"):
+        assert attempt in r.error, f"{attempt!r} missing from {r.error!r}"
+    assert not Path("/tmp/harness-swallowed-escape").exists()
+
+
+@needs_kernel
+@attack("guard_tamper")
+def test_a_disabled_guard_still_leaves_tcp_and_processes_contained(corpus):
+    run = corpus.run("guard_tamper")
+    r = run.result
+    assert "fork succeeded" in r.output  # the guard really was switched off
+    assert "tcp failed" in r.output
+    assert corpus.tcp.got(run.tokens["__HOSTILE_MARKER__"]) == []
+    assert run.survivors == [], run.survivors
+    assert_no_secret(run)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ESCAPE: the guard is plain Python in the objective's interpreter "
+    "(harness.sandbox_guard._REFUSED.clear() switches it off) and no kernel layer covers "
+    "pathname Unix sockets: the network namespace does not, the mount namespace shows the "
+    "host's files, Landlock (ABI <= 7) does not restrict connect(); a submission can reach "
+    "/var/run/postgresql/.s.PGSQL.5432 or any other local socket; needs seccomp (deny "
+    "socket()) or a private filesystem view"))
+@attack("guard_tamper")
+def test_a_disabled_guard_cannot_reach_unix_sockets_outside(corpus):
+    run = corpus.run("guard_tamper")
+    assert corpus.unix.got(run.tokens["__HOSTILE_MARKER__"]) == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "guard state lives in the objective's interpreter: after "
+    "sandbox_guard._REFUSED.clear() nothing is refused or recorded, so the cell is 'ok'"))
+@attack("guard_tamper")
+def test_disabling_the_guard_is_reported_as_a_violation(corpus):
+    assert_clear(corpus.run("guard_tamper"), "killed", "violation")
+
+
+# --- resource limits ----------------------------------------------------------------------------
+
+
+@attack("memory_50gb")
+def test_allocating_50_gb_is_killed_for_memory(corpus):
+    assert_clear(corpus.run("memory_50gb"), "killed", "memory", "allocate")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "inconsistent reason: an allocation failure while the module loads becomes "
+    "ObjectiveError('import'), and sandbox_child uses failure_reason(exc) instead of "
+    "failure_reason(exc.__cause__ or exc): 'failed/objective' instead of 'killed/memory'"))
+@attack("memory_at_import")
+def test_allocating_50_gb_at_import_is_killed_for_memory(corpus):
+    assert_clear(corpus.run("memory_at_import"), "killed", "memory", "allocate")
+
+
+@attack("spin_forever")
+def test_spinning_forever_is_killed_for_cpu(corpus):
+    run = corpus.run("spin_forever")
+    assert_clear(run, "killed", "cpu", "CPU time")
+    assert run.seconds < 45
+
+
+@attack("sleep_forever")
+def test_sleeping_forever_times_out_on_the_wall_clock(corpus):
+    run = corpus.run("sleep_forever")
+    assert_clear(run, "timeout", "wall", "wall-clock limit of 10 s")
+    assert run.seconds < 30
+
+
+@attack("fill_disk")
+def test_filling_the_disk_is_killed_for_disk(corpus):
+    run = corpus.run("fill_disk")
+    assert_clear(run, "killed", "disk", "32 MiB disk quota")
+    assert run.seconds < 30
+
+
+@attack("print_1gb")
+def test_printing_1_gb_is_killed_for_output(corpus):
+    run = corpus.run("print_1gb")
+    r = assert_clear(run, "killed", "output", "output limit")
+    assert run.seconds < 30
+    assert len(r.output) < (64 << 10) + 4096 + 200  # the kept head and tail only
+
+
+# --- crashes and broken losses ------------------------------------------------------------------
+
+
+@attack("os_exit")
+def test_os_exit_is_a_crash(corpus):
+    assert_clear(corpus.run("os_exit"), "failed", "crash", "exited with status 3")
+
+
+@pytest.mark.parametrize("case", ["segfault_ctypes", "segfault_faulthandler"])
+def test_a_segfault_is_a_crash_or_a_violation(corpus, case):
+    r = corpus.result(case)
+    if r.reason == "violation":
+        assert_clear(corpus.run(case), "killed", "violation", "ctypes")
+    else:
+        assert_clear(corpus.run(case), "failed", "crash", "SIGSEGV")
+
+
+@pytest.mark.parametrize(("case", "name"), [("system_exit", "SystemExit"),
+                                            ("keyboard_interrupt", "KeyboardInterrupt"),
+                                            ("infinite_recursion", "RecursionError")])
+def test_base_exceptions_and_recursion_fail_the_objective(corpus, case, name):
+    assert_clear(corpus.run(case), "failed", "objective", name)
+
+
+@attack("nan_loss")
+def test_a_nan_loss_diverges(corpus):
+    r = corpus.result("nan_loss")
+    assert (r.status, r.reason, r.diverged_step) == ("diverged", "", 0)
+    assert "test_acc" not in r.metrics
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "contract not enforced: harness.train.reduce_loss averages any non-scalar loss, so a "
+    "[B, C] loss trains silently ('ok'); it should raise 'the loss must be a scalar or "
+    "per-sample [B], got shape (B, C)'"))
+@attack("wrong_shape_loss")
+def test_a_wrong_shape_loss_fails_the_objective(corpus):
+    assert_clear(corpus.run("wrong_shape_loss"), "failed", "objective", "shape")
+
+
+@attack("wrong_dtype_loss")
+def test_a_wrong_dtype_loss_fails_the_objective(corpus):
+    assert_clear(corpus.run("wrong_dtype_loss"), "failed", "objective", "dtype", "Long")
+
+
+# --- outputs, reports and metrics -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["pickle_object_array", "pickle_raw_file"])
+def test_pickled_outputs_are_rejected_and_never_unpickled(corpus, case):
+    run = corpus.run(case)
+    assert_clear(run, "failed", "invalid-output", "pickle")
+    assert not Path(run.tokens["__HOSTILE_PICKLE_MARKER__"]).exists()
+
+
+@attack("zip_bomb_outputs")
+def test_a_decompression_bomb_is_rejected(corpus):
+    assert_clear(corpus.run("zip_bomb_outputs"), "failed", "invalid-output", "eval_predictions")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "worker DoS: _read_outputs np.load()s every member of outputs.npz in full before the "
+    "judge checks shapes; a ~1 MB deflated member declaring 768 MiB is inflated in the "
+    "worker (a 512 MiB quota allows ~500 GB); check ZipInfo.file_size / the .npy headers "
+    "against the expected shapes before loading"))
+@attack("zip_bomb_outputs")
+def test_a_decompression_bomb_is_not_inflated_by_the_worker(corpus):
+    run = corpus.run("zip_bomb_outputs")
+    if run.peak_growth is None:
+        pytest.skip("cannot reset the peak RSS (/proc/self/clear_refs) here")
+    assert run.peak_growth < 256 << 20, f"the worker grew by {run.peak_growth >> 20} MiB"
+
+
+@attack("fake_metrics")
+def test_faked_metrics_inside_do_not_change_the_judged_ones(corpus):
+    run = corpus.run("fake_metrics")
+    r = assert_clear(run, "ok", "")
+    assert set(r.metrics) == METRICS
+    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
+    assert r.metrics["test_acc"] < 0.9 and r.metrics["train_acc_clean"] < 0.9
+
+
+@attack("tamper_report")
+def test_a_forged_report_does_not_forge_metrics(corpus):
+    run = corpus.run("tamper_report")
+    r = run.result
+    assert_no_secret(run)
+    if r.status == "ok":  # it was scored as exactly what it returned: all zeros
+        assert set(r.metrics) == METRICS
+        assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
+        assert r.metrics["test_acc"] < 0.2
+    else:
+        assert r.status in ("failed", "killed") and r.reason in REASONS and r.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the judge takes each cell's wall_time from the child's report (report['wall_time']), "
+    "which the objective controls: a forged 0.001 s is stored; use the parent's measurement"))
+@attack("tamper_report")
+def test_a_forged_report_does_not_forge_the_wall_time(corpus):
+    run = corpus.run("tamper_report")
+    assert run.result.wall_time > 0.01, run.result.wall_time
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "protocol bypass: the noisy-labels trainer returns predictions, not weights, so an "
+    "objective can monkeypatch train_members in its process and return any classifier's "
+    "predictions (here 1-NN, ~0.98 vs ~0.53 for the one-epoch MLP); return the trained "
+    "parameters and predict in the parent, as the certified suite does"))
+@attack("swap_predictions")
+def test_swapped_predictions_do_not_improve_the_score(corpus):
+    run = corpus.run("swap_predictions")
+    r = assert_clear(run, "ok", "")
+    assert r.metrics["test_acc"] < 0.9, r.metrics
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "violations are only recorded in the child's own report, written by code running in "
+    "the objective's interpreter: monkeypatching json.dumps erases them (and forges the "
+    "isolation record): 'ok' instead of a violation"))
+@attack("hide_violations")
+def test_hidden_violations_are_still_reported(corpus):
+    assert_clear(corpus.run("hide_violations"), "killed", "violation", "/etc/passwd")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the cell's isolation record is merged from the child's report (report['isolation']), "
+    "which the objective controls: a forged record is stored with the result"))
+@attack("hide_violations")
+def test_the_isolation_record_cannot_be_forged(corpus):
+    sandbox = corpus.result("hide_violations").info["sandbox"]
+    assert "forged" not in sandbox and sandbox.get("landlock", {}).get("abi") != 99, sandbox
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "worker crash: _read_report catches only OSError/ValueError, and json.loads raises "
+    "RecursionError on deeply nested input, so run_cells_sandboxed raises (the cell is "
+    "retried as an infrastructure error)"))
+@attack("report_recursion_bomb")
+def test_a_recursion_bomb_report_fails_the_cell(corpus):
+    r = corpus.result("report_recursion_bomb")
+    assert r.status in ("failed", "killed") and r.reason in REASONS
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "worker crash: the child's report is not validated: a list as 'isolation' raises "
+    "TypeError in run_child, a string 'wall_time' ValueError in the judge"))
+@attack("report_bad_types")
+def test_a_report_with_wrong_types_fails_the_cell(corpus):
+    r = corpus.result("report_bad_types")
+    assert r.status in ("ok", "failed") and r.reason in ("", *REASONS)
+
+
+# --- the kernel layers alone (no Python guard) ----------------------------------------------------
+
+
+@needs_kernel
+@attack("kernel_read_passwd")
+def test_kernel_alone_refuses_reading_etc_passwd(corpus):
+    run = corpus.run("kernel_read_passwd")
+    assert_clear(run, "failed", "objective", "PermissionError", "/etc/passwd")
+    assert "root:x:0:0" not in run.text
+
+
+@needs_kernel
+@attack("kernel_tcp_connect")
+def test_kernel_alone_refuses_tcp_to_localhost(corpus):
+    run = corpus.run("kernel_tcp_connect")
+    assert_clear(run, "failed", "objective")
+    assert any(e in run.result.error for e in ("PermissionError", "unreachable", "OSError"))
+    assert corpus.tcp.got(run.tokens["__HOSTILE_MARKER__"]) == []
+
+
+@needs_kernel
+@attack("kernel_write_outside")
+def test_kernel_alone_refuses_writing_outside(corpus):
+    run = corpus.run("kernel_write_outside")
+    assert_clear(run, "failed", "objective", "Permission denied")
+    assert not Path(run.tokens["__HOSTILE_ESCAPE__"]).exists()
+    assert not (REPO / f"{run.tokens['__HOSTILE_MARKER__']}.py").exists()
+
+
+@needs_kernel
+@pytest.mark.parametrize("case", ["kernel_grandchild_fork", "kernel_grandchild_fork@exec"])
+def test_kernel_alone_ends_a_forked_grandchild_with_the_cell(corpus, case):
+    run = corpus.run(case)
+    r = assert_clear(run, "ok", "")
+    assert "grandchild running: True" in r.output
+    assert run.survivors == [], run.survivors
+
+
+@needs_kernel
+@attack("kernel_symlink_outputs")
+def test_kernel_alone_keeps_symlinked_outputs_harmless(corpus):
+    run = corpus.run("kernel_symlink_outputs")
+    assert_clear(run, "failed", "crash")
+    assert hashlib.sha256(corpus.victim.read_bytes()).hexdigest() == corpus.victim_digest
+
+
+@needs_kernel
+@attack("kernel_signals")
+def test_kernel_alone_keeps_signals_inside(corpus):
+    run = corpus.run("kernel_signals")
+    r = assert_clear(run, "ok", "")
+    assert "signalled" not in r.output and r.output.count("refused:") >= 3, r.output
+    assert corpus.canary.poll() is None
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ESCAPE: no kernel layer covers pathname Unix sockets (connect() and sendto() to a "
+    "socket outside the sandbox succeed); see the guard_tamper test; fix with seccomp "
+    "denying socket() (the trainer needs none) or a private filesystem view"))
+@needs_kernel
+@attack("kernel_unix_socket")
+def test_kernel_alone_refuses_unix_sockets_outside(corpus):
+    run = corpus.run("kernel_unix_socket")
+    assert corpus.unix.got(run.tokens["__HOSTILE_MARKER__"]) == []
+
+
+# --- the corpus itself, and the worker afterwards -------------------------------------------------
+
+
+def test_every_hostile_file_is_documented_and_run():
+    files = {p.stem: p for p in HOSTILE.glob("*.py")}
+    assert len(files) >= 22
+    assert set(files) == {name.split("@")[0] for name in CASES}
+    for stem, path in files.items():
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        assert doc and "Expected" in doc, f"{stem}.py must say what it attempts and expects"
+
+
+def test_the_worker_survives_the_corpus(corpus):
+    runs = corpus.wait_all()
+    assert runs, "no hostile case ran"
+    for run in runs:
+        assert_no_secret(run)
+    # nothing escaped over TCP, and nothing from any cell is still running
+    assert corpus.tcp.received == []
+    assert processes_touching(str(corpus.base)) == []
+    assert list(corpus.base.iterdir()) == []  # every work directory was removed
+    # a normal objective in this same process still trains and is judged
+    ce = (REPO / "harness" / "objectives" / "builtin" / "ce.py").read_text()
+    [r] = run_cells_sandboxed(SUITE, ce, "ce.py", {}, ["clean"], [0])
+    assert (r.status, r.reason, r.error) == ("ok", "", "")
+    assert 0.3 < r.metrics["test_acc"] < 1.0
+    # and this process is intact: its environment, its children
+    assert os.environ["HARNESS_TEST_SECRET"] == SECRET
+    assert os.environ["DATABASE_URL"] == DATABASE_URL
+    assert os.environ.get("PATH") and Path.cwd().exists()
+    assert corpus.canary.poll() is None
+    strays = {pid: c for pid, c in children_of(os.getpid()).items()
+              if pid != corpus.canary.pid and "harness.sandbox_zygote" not in c[1]}
+    assert strays == {}, f"stray children of the worker: {strays}"
+    zombies = {pid: c for pid, c in children_of(os.getpid()).items() if c[0] == "Z"}
+    assert zombies == {}, f"unreaped children: {zombies}"
+    signal.pthread_kill(threading.get_ident(), 0)  # the main thread is alive and well
