@@ -51,7 +51,7 @@ from suites.jobs import InvalidOutput, Job, protocol_module
 log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 5.0
-POLL_SECONDS = 0.1
+POLL_SECONDS = 0.02  # how soon a finished child is noticed
 MAX_REPORT_BYTES = 1 << 20
 # A status for each reason a child can end without a result.
 STATUS_OF_REASON = {"wall": "timeout", "memory": "killed", "cpu": "killed", "disk": "killed",
