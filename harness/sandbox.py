@@ -33,6 +33,7 @@ import signal
 import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,9 @@ from typing import Any
 import numpy as np
 
 from harness import sandbox_launch as launcher
+from harness import seccomp
+from harness.sandbox_child import SETUP_FAILED
+from harness.sandbox_guard import MARKER
 from harness.sandbox_launch import SandboxUnavailable, isolation_support
 
 __all__ = ["ChildOutcome", "Limits", "SandboxUnavailable", "isolation_support",
@@ -89,6 +93,8 @@ class ChildOutcome:
     output: str = ""
     wall_time: float = 0.0
     isolation: dict[str, Any] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)  # streamed by the guard
+    pids_cgroup: bool = False
 
 
 # --- the entry point ------------------------------------------------------------------
@@ -121,7 +127,7 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
 def judge_outcome(module: Any, suite: Suite, job: Job, outcome: ChildOutcome) -> list[CellResult]:
     """Cell results from a child's outcome: the suite's judge, or the typed failure."""
     report = outcome.report
-    violations = [str(v) for v in report.get("violations", []) if v][:20]
+    violations = list(dict.fromkeys(outcome.violations + report.get("violations", [])))[:20]
     reason, error = outcome.reason, outcome.error
     if not reason and violations:
         reason, error = "violation", "\n".join(violations)
@@ -168,8 +174,14 @@ def run_child(suite: Suite, job: Job, code: str, filename: str,
         spec = launcher.Launch(workdir, _rlimits(limits), uid, support["namespaces"], threads,
                                device)
         outcome = _supervise(spec, limits, heartbeat)
-        outcome.isolation = {"namespaces": support["namespaces"], "uid": uid if uid else 0,
-                             **outcome.report.get("isolation", {})}
+        # What this process asked for; the child fails closed when it cannot apply a layer,
+        # and nothing the child says about itself is recorded.
+        outcome.isolation = {
+            "mode": os.environ.get("HARNESS_SANDBOX_MODE", "fork"),
+            "namespaces": support["namespaces"], "uid": uid or 0,
+            "landlock": support["landlock"] if support["landlock"] > 0 else None,
+            "seccomp": seccomp.supported(), "python_guard": python_guard,
+            "pids_cgroup": outcome.pids_cgroup}
         _scrub(outcome, workdir)
         return outcome
     finally:
@@ -200,7 +212,8 @@ def _write_job(workdir: Path, suite: Suite, job: Job, code: str, filename: str,
         "suite": suite.name, "suite_version": suite.version, "plan": job.plan,
         "objective_file": filename, "hyperparameters": dict(hyperparameters),
         "threads": threads, "device": device, "python_guard": python_guard,
-        "landlock": support["landlock"] > 0, "pid_namespace": support["namespaces"]}))
+        "landlock": support["landlock"] > 0, "seccomp": seccomp.supported(),
+        "pid_namespace": support["namespaces"]}))
 
 
 def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
@@ -243,17 +256,21 @@ def _supervise(spec: launcher.Launch, limits: Limits,
         raise
     code, cpu = ended
     capture.join()
-    outcome = ChildOutcome(output=capture.text(), wall_time=time.monotonic() - start)
+    outcome = ChildOutcome(output=capture.text(), wall_time=time.monotonic() - start,
+                           violations=capture.violations,
+                           pids_cgroup=bool(getattr(child, "pids_cgroup", False)))
     if reason:
         outcome.reason, outcome.error = reason, _limit_message(reason, limits, capture.total)
         return outcome
-    outcome.report = _read_report(spec.workdir)
+    outcome.report = _read_report(spec.workdir, outcome.wall_time)
+    if code == SETUP_FAILED and not outcome.report:
+        raise SandboxUnavailable(f"the sandbox could not be set up: {outcome.output[-500:]}")
     if code != 0 or not outcome.report:
         outcome.reason, outcome.error = _exit_reason(code, cpu, limits)
         return outcome
     if not outcome.report.get("error"):
         try:
-            outcome.outputs = _read_outputs(spec.workdir / "outputs.npz")
+            outcome.outputs = _read_outputs(spec.workdir / "outputs.npz", limits.disk_bytes)
         except InvalidOutput as exc:
             outcome.reason, outcome.error = "invalid-output", str(exc)
     return outcome
@@ -288,21 +305,48 @@ def _limit_message(reason: str, limits: Limits, printed: int) -> str:
     }[reason]
 
 
-def _read_report(workdir: Path) -> dict[str, Any]:
+def _read_report(workdir: Path, wall_time: float) -> dict[str, Any]:
+    """The child's report, reduced to fields of the expected types (the objective's code
+    ran in the process that wrote it). ``wall_time`` is always this process's measure."""
     path = workdir / "report.json"
     try:
         if path.is_symlink() or path.stat().st_size > MAX_REPORT_BYTES:
             return {}
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - unreadable, malformed or nested past the recursion limit
         return {}
-    return report if isinstance(report, dict) else {}
+    if not isinstance(raw, dict):
+        return {}
+    report: dict[str, Any] = {"wall_time": wall_time}
+    for key in ("error", "reason", "mode"):
+        if isinstance(raw.get(key), str):
+            report[key] = raw[key][:20_000]
+    if isinstance(raw.get("fallback_reason"), str):
+        report["fallback_reason"] = raw["fallback_reason"][:2000]
+    if isinstance(raw.get("violations"), list):
+        report["violations"] = [v[:500] for v in raw["violations"][:20] if isinstance(v, str)]
+    if isinstance(raw.get("training"), dict):  # checked field by field by the suite's judge
+        report["training"] = {k: v for k, v in raw["training"].items()
+                              if isinstance(k, str) and isinstance(v, str | bool | int)}
+    return report
 
 
-def _read_outputs(path: Path) -> dict[str, np.ndarray]:
-    """The child's arrays; never unpickles (a pickle payload is an invalid output)."""
+def _read_outputs(path: Path, max_bytes: int = 1 << 30) -> dict[str, np.ndarray]:
+    """The child's arrays; never unpickles (a pickle payload is an invalid output) and
+    never inflates: members must be stored uncompressed, as ``np.savez`` writes them."""
     if path.is_symlink() or not path.is_file():
         raise InvalidOutput("the trainer returned no outputs file")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise InvalidOutput(f"outputs are not plain numpy arrays (not an .npz: {exc})") from None
+    if len(members) > 1024:
+        raise InvalidOutput(f"outputs hold {len(members)} arrays; at most 1024 are accepted")
+    if any(m.compress_type != zipfile.ZIP_STORED for m in members):
+        raise InvalidOutput("outputs must be stored uncompressed (as np.savez writes them)")
+    if sum(m.file_size for m in members) > max_bytes:
+        raise InvalidOutput(f"outputs declare more than {max_bytes:,} bytes")
     try:
         with np.load(path, allow_pickle=False) as npz:
             if not hasattr(npz, "files"):
@@ -326,6 +370,8 @@ class _Capture:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
+        self.violations: list[str] = []
+        self._line = bytearray()  # the current line, scanned for the guard's marker
         self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self.thread.start()
 
@@ -341,6 +387,15 @@ class _Capture:
                 if room > 0:
                     self.head += chunk[:room]
                 self.tail = (self.tail + chunk)[-4096:]
+                self._scan(chunk)
+
+    def _scan(self, chunk: bytes) -> None:
+        marker = MARKER.encode()  # the guard starts every report on a fresh line
+        lines = (bytes(self._line) + chunk).split(b"\n")
+        self._line = bytearray(lines.pop()[-4096:])
+        for line in lines:
+            if line.startswith(marker) and len(self.violations) < 20:
+                self.violations.append(line[len(marker):].decode("utf-8", "replace")[:500])
 
     def join(self) -> None:
         self.thread.join(timeout=5)

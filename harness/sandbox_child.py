@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 # Reading these could leak labels or secrets; the child never needs them.
+SETUP_FAILED = 71  # exit status: a requested isolation layer could not be applied
 DENIED_PACKAGES = ("sklearn", "scikit_learn", "webapp", "tasks", "django", "celery", "kombu",
                    "redis", "psycopg", "sqlalchemy", "django_celery_results")
 
@@ -56,7 +57,7 @@ def main(workdir: Path) -> None:
     import torch
 
     torch.set_num_threads(int(job["threads"]))
-    from harness import landlock
+    from harness import landlock, seccomp
     from harness.objectives.loading import ObjectiveError, load_objective
     from harness.sandbox_guard import Guard
     from suites import suite_at
@@ -71,8 +72,14 @@ def main(workdir: Path) -> None:
     read = read_roots(workdir, job.get("pid_namespace", False), device)
     write = write_roots(workdir, device)
     isolation: dict[str, object] = {}
-    if job.get("landlock", True):
-        isolation["landlock"] = landlock.restrict(read, write)
+    try:  # every layer the parent asked for, or no objective runs at all
+        if job.get("landlock", True):
+            isolation["landlock"] = landlock.restrict(read, write)
+        if job.get("seccomp", True):
+            isolation["seccomp"] = seccomp.install()
+    except OSError as exc:
+        print(f"sandbox setup failed: {exc}", file=sys.stderr, flush=True)
+        os._exit(SETUP_FAILED)
     guard = Guard(read, write)
     if job.get("python_guard", True):
         guard.install()
@@ -83,8 +90,8 @@ def main(workdir: Path) -> None:
         objective = load_objective(str(workdir / job["objective_file"]), job["hyperparameters"])
         outputs, report = train_safely(module, suite, objective, inputs, job["plan"],
                                        device=device, mode=job.get("mode", "auto"))
-    except ObjectiveError as exc:
-        report = {"error": exc.message, "reason": failure_reason(exc)}
+    except ObjectiveError as exc:  # e.g. a MemoryError while the module loads: "memory"
+        report = {"error": exc.message, "reason": failure_reason(exc.__cause__ or exc)}
     except BaseException as exc:  # noqa: BLE001 - anything the objective raises is its result
         lines = traceback.format_exception_only(type(exc), exc)
         report = {"error": "".join(lines).strip(), "reason": failure_reason(exc)}

@@ -28,11 +28,17 @@ _REFUSED = {
     "os.kill": "signalling a process", "os.killpg": "signalling a process",
     "sys._current_frames": "inspecting the harness", "sys.setprofile": "tracing the harness",
     "sys.settrace": "tracing the harness", "mmap.__new__": "mapping files into memory",
+    "gc.get_objects": "inspecting the harness", "gc.get_referrers": "inspecting the harness",
+    "gc.get_referents": "inspecting the harness",
 }
 # Events carrying a path as their first argument that may only touch the work directory.
 _PATH_WRITES = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown",
                 "os.link", "os.symlink", "os.truncate", "os.utime", "shutil.rmtree",
-                "shutil.copyfile", "shutil.move", "os.chdir"}
+                "shutil.copyfile", "shutil.move", "os.chdir", "os.mkfifo", "os.mknod"}
+# Of those, the ones whose second argument is a path written too (the destination).
+_TWO_PATHS = {"os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.move"}
+_PATH_READS = {"os.listdir", "os.scandir"}
+MARKER = "[sandbox violation] "  # streamed to stderr as it happens: the parent records it
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
@@ -41,44 +47,72 @@ class SandboxViolation(PermissionError):
 
 
 class Guard:
+    """The hook's state is bound in a closure over immutable values; ``violations`` is a
+    copy for the report, and each refusal is also written to stderr the moment it happens
+    (the parent reads it from there, so erasing the report does not hide it)."""
+
     def __init__(self, read: Iterable[str], write: Iterable[str]) -> None:
         self.read = tuple(_real(p) for p in read)
         self.write = tuple(_real(p) for p in write)
         self.violations: list[str] = []
 
     def install(self) -> None:
-        sys.addaudithook(self._hook)
+        sys.addaudithook(_hook(self.read, self.write, self.violations))
 
-    def _hook(self, event: str, args: tuple) -> None:
-        if event in _REFUSED:
-            if event == "os.kill" and args and args[0] == os.getpid():
+
+def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
+    refused = tuple(_REFUSED.items())
+    refused_names = frozenset(_REFUSED)
+    path_writes, two_paths, path_reads = (frozenset(_PATH_WRITES), frozenset(_TWO_PATHS),
+                                          frozenset(_PATH_READS))
+    readable = read + write
+    pid = os.getpid()
+    emit = os.write
+
+    def refuse(what: str) -> None:
+        message = f"sandbox: {what} is not allowed"
+        if len(record) < 50:
+            record.append(message)
+        try:
+            emit(2, f"\n{MARKER}{message}\n".encode())
+        except OSError:
+            pass
+        raise SandboxViolation(message)
+
+    def check(path: object, writing: bool, listing: bool = False) -> None:
+        try:
+            real = _real(os.fsdecode(path))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return
+        allowed = write if writing else readable
+        if any(real == root or real.startswith(root.rstrip("/") + "/") for root in allowed):
+            return
+        if listing and any(root.startswith(real.rstrip("/") + "/") for root in allowed):
+            return  # the import system lists the directories above what it may read
+        refuse(f"{'writing' if writing else 'listing' if listing else 'reading'} {real}")
+
+    def hook(event: str, args: tuple) -> None:
+        if event in refused_names:
+            if event == "os.kill" and args and args[0] == pid:
                 return  # signalling itself is the process's own business
-            self._refuse(f"{_REFUSED[event]} ({event})")
+            refuse(f"{dict(refused)[event]} ({event})")
         elif event == "open":
             path, mode, flags = (list(args) + [None, None])[:3]
             if path is None or isinstance(path, int):
                 return  # an already-open descriptor
             writing = ((isinstance(mode, str) and any(c in mode for c in "wax+"))
                        or (isinstance(flags, int) and flags & _WRITE_FLAGS))
-            self._check_path(path, writing)
-        elif event in _PATH_WRITES and args:
+            check(path, bool(writing))
+        elif event in path_writes and args:
             if not isinstance(args[0], int):
-                self._check_path(args[0], True)
+                check(args[0], True)
+            if event in two_paths and len(args) > 1 and not isinstance(args[1], int):
+                check(args[1], True)
+        elif event in path_reads and args and args[0] is not None \
+                and not isinstance(args[0], int):
+            check(args[0], False, listing=True)
 
-    def _check_path(self, path: object, writing: bool) -> None:
-        try:
-            real = _real(os.fsdecode(path))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return
-        allowed = self.write if writing else self.read + self.write
-        if not any(real == root or real.startswith(root.rstrip("/") + "/") for root in allowed):
-            self._refuse(f"{'writing' if writing else 'reading'} {real}")
-
-    def _refuse(self, what: str) -> None:
-        message = f"sandbox: {what} is not allowed"
-        if len(self.violations) < 50:
-            self.violations.append(message)
-        raise SandboxViolation(message)
+    return hook
 
 
 def _real(path: str) -> str:

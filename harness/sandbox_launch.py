@@ -147,7 +147,9 @@ class _Zygote:
             os.close(read)
             self.close()
             raise SandboxUnavailable("the sandbox fork server did not start the child")
-        return _Forked(self, reply["pid"], os.fdopen(read, "rb", buffering=0))
+        forked = _Forked(self, reply["pid"], os.fdopen(read, "rb", buffering=0))
+        forked.pids_cgroup = bool(reply.get("pids_cgroup"))
+        return forked
 
     def _receive(self, timeout: float | None) -> dict | None:
         ready, _, _ = select.select([self.socket], [], [], timeout)
@@ -166,6 +168,7 @@ class _Zygote:
 class _Forked:
     def __init__(self, zygote: _Zygote, pid: int, output: Any) -> None:
         self.zygote, self.pid, self.output = zygote, pid, output
+        self.pids_cgroup = False
 
     def poll(self) -> tuple[int, float] | None:
         try:

@@ -29,9 +29,13 @@ import resource
 import signal
 import socket
 import sys
+import time
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+    2, 4, 8, 32, 4096, 16384, 1 << 18)
+CGROUP_V1_PIDS = "/sys/fs/cgroup/pids"
+CGROUP_V2 = "/sys/fs/cgroup"
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER = 1, 24, 36
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -52,16 +56,19 @@ def main() -> None:
             return  # the worker went away: so do we
         request = json.loads(message)
         status_read, status_write = os.pipe()
+        cgroup = _pids_cgroup(request["limits"]["RLIMIT_NPROC"][0])
         middle = os.fork()
         if middle == 0:
             control.close()
             os.close(status_read)
-            _middle(request, fds[0], status_write)
+            _middle(request, fds[0], status_write, cgroup)
         for fd in fds:
             os.close(fd)
         os.close(status_write)
-        control.sendall(json.dumps({"pid": middle}).encode())
+        control.sendall(json.dumps({"pid": middle, "pids_cgroup": bool(cgroup)}).encode())
         _, wait_status, usage = os.wait4(middle, 0)
+        if cgroup:
+            _remove_cgroup(cgroup)
         with os.fdopen(status_read, "rb") as f:
             reported = f.read(200).decode(errors="replace").strip()
         control.sendall(json.dumps({
@@ -69,11 +76,14 @@ def main() -> None:
             "cpu": usage.ru_utime + usage.ru_stime}).encode())
 
 
-def _middle(request: dict, output_fd: int, status_fd: int) -> None:
-    """Own session, new namespaces, then the namespace's init."""
+def _middle(request: dict, output_fd: int, status_fd: int, cgroup: str | None) -> None:
+    """Own session and process-count cgroup, new namespaces, then the namespace's init."""
     try:
         os.setsid()
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if cgroup:  # every process and thread of the job counts against pids.max
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
         namespaces = request["namespaces"]
         if namespaces and _LIBC.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET) != 0:
             os.write(status_fd, b"setup:unshare failed\n")
@@ -96,6 +106,11 @@ def _init(request: dict, output_fd: int, status_fd: int, namespaces: bool) -> No
         if namespaces:
             _mount(b"none", b"/", None, MS_REC | MS_PRIVATE)
             _mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            # Nothing the objective writes can be mapped executable (a .so it imports).
+            workdir = request["workdir"].encode()
+            _mount(workdir, workdir, None, MS_BIND)
+            _mount(workdir, workdir, None, MS_BIND | MS_REMOUNT | MS_NOEXEC | MS_NOSUID
+                   | MS_NODEV)
         else:  # orphans come back to this process instead of the machine's init
             _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         job = os.fork()
@@ -169,6 +184,41 @@ def _drop_privileges(uid: int | None) -> None:
     data = (ctypes.c_uint32 * 6)()
     if _LIBC.capset(header, data) != 0:
         raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _pids_cgroup(limit: int) -> str | None:
+    """A fresh cgroup capping the job's processes and threads at ``limit``, where the
+    machine lets this process create one (cgroup v1 ``pids``, or v2 with ``pids``)."""
+    name = f"harness-sandbox/{os.getpid()}-{time.monotonic_ns()}"
+    for root, enable in ((CGROUP_V1_PIDS, False), (CGROUP_V2, True)):
+        if not os.path.exists(os.path.join(root, "cgroup.procs")):
+            continue
+        path = os.path.join(root, name)
+        try:
+            parent = os.path.dirname(path)
+            os.makedirs(parent, exist_ok=True)
+            if enable:  # v2: the controller must be enabled from the root down to the parent
+                for level in (root, parent):
+                    with open(os.path.join(level, "cgroup.subtree_control"), "w") as f:
+                        f.write("+pids")
+            os.mkdir(path)
+            with open(os.path.join(path, "pids.max"), "w") as f:
+                f.write(str(limit))
+            return path
+        except OSError:
+            _remove_cgroup(path)
+    return None
+
+
+def _remove_cgroup(path: str) -> None:
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:  # its last processes are still being torn down
+            time.sleep(0.02)
 
 
 def _kill_children() -> None:

@@ -226,9 +226,12 @@ def _loop_step(member_loss: MemberLoss, params, xb, yb, index, state, progress) 
 
 
 def reduce_loss(out: Tensor) -> Tensor:
-    """Per-sample losses are averaged; a scalar is used as it is."""
+    """Per-sample losses [B] are averaged; a scalar is used as it is; nothing else is a loss."""
     if not isinstance(out, Tensor):
         raise TypeError(f"the loss must return a tensor, got {type(out).__name__}")
+    if out.dim() > 1:
+        raise ValueError(f"the loss must be a scalar or per-sample [B], got shape "
+                         f"{tuple(out.shape)}")
     return out.mean() if out.dim() > 0 else out
 
 

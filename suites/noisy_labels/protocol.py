@@ -18,9 +18,9 @@ import torch
 from harness import seeding
 from harness.models.mlp import mlp
 from harness.objectives.loading import Objective
-from harness.train import Protocol, train_members
+from harness.train import Protocol, predict, train_members
 from suites.base import CellResult, Suite, Variant
-from suites.jobs import Job, check_array, run_in_process
+from suites.jobs import InvalidOutput, Job, check_array, run_in_process
 from suites.noisy_labels.data import digits_split
 
 
@@ -84,33 +84,43 @@ def train(suite: Suite, objective: Objective, inputs: dict[str, np.ndarray], pla
                             plan["seeds"], protocol_of(suite),
                             eval_inputs=torch.from_numpy(inputs["x_eval"]), mode=mode,
                             device=device, on_epoch=on_epoch)
-    outputs = {
+    outputs = {f"param:{k}": v.numpy() for k, v in trained.params.items()}
+    outputs.update({
         "eval_predictions": trained.eval_predictions.numpy(),
-        "train_predictions": trained.train_predictions.numpy(),
         "loss_curve": trained.loss_curve.numpy(),
         "grad_norm_curve": trained.grad_norm_curve.numpy(),
         "diverged_step": np.array([-1 if d is None else d for d in trained.diverged_step],
                                   dtype=np.int64),
-    }
+    })
     return outputs, {"mode": trained.mode, "fallback_reason": trained.fallback_reason,
                      "wall_time": trained.wall_time}
 
 
 def judge(suite: Suite, job: Job, outputs: dict[str, np.ndarray], report: dict) -> list[CellResult]:
-    """Every member's metrics from what the trainer returned, after checking all of it."""
+    """Every member's metrics from what the trainer returned, after checking all of it.
+
+    The final test and training predictions are recomputed here from the returned
+    weights (the trainer's own last-epoch predictions must agree with them); earlier
+    epochs' test predictions, for the curve and the best-epoch metric, are the trainer's.
+    """
     data: Dataset = job.private
     protocol = protocol_of(suite)
     m, epochs = len(job.members), protocol.epochs
     k = data.num_classes
     eval_pred = check_array(outputs, "eval_predictions", (epochs, m, len(data.y_test)), "iu",
-                            low=0, high=k - 1)
-    train_pred = check_array(outputs, "train_predictions", (m, len(data.y_train)), "iu",
-                             low=0, high=k - 1)
+                            low=0, high=k - 1).astype(np.int64)
     loss = check_array(outputs, "loss_curve", (m, epochs), "f")
     grad = check_array(outputs, "grad_norm_curve", (m, epochs), "f")
     steps_per_epoch = -(-len(data.y_train) // protocol.batch_size)
     diverged = check_array(outputs, "diverged_step", (m,), "iu", low=-1,
                            high=steps_per_epoch * epochs)
+    alive = diverged < 0
+    test_pred, train_pred = _predictions_from_weights(data, outputs, m, alive)
+    agree = (eval_pred[-1][alive] == test_pred[alive]).mean() if alive.any() else 1.0
+    if agree < 0.99:
+        raise InvalidOutput(f"the returned last-epoch predictions do not come from the "
+                            f"returned weights (they agree on {100 * agree:.1f}% of samples)")
+    eval_pred[-1] = test_pred
     noisy = job.inputs["labels"]
     per_cell_time = float(report.get("wall_time") or 0.0) / m
     info = {"mode": str(report.get("mode", "")),
@@ -129,6 +139,22 @@ def judge(suite: Suite, job: Job, outputs: dict[str, np.ndarray], report: dict) 
         out.append(CellResult(variant, seed, status, result.metrics, result.curves,
                               diverged_step=step, wall_time=per_cell_time, info=info))
     return out
+
+
+def _predictions_from_weights(data: Dataset, outputs: dict[str, np.ndarray], m: int,
+                              alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[M, N_test] and [M, N_train] predictions of the returned stacked weights."""
+    model = model_for(data)
+    params = {}
+    for name, p in model.named_parameters():
+        a = check_array(outputs, f"param:{name}", (m, *p.shape), "f")
+        if alive.any() and not np.isfinite(a[alive]).all():
+            raise InvalidOutput(f"param:{name} is not finite for a member that did not diverge")
+        params[name] = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+    with torch.no_grad():
+        test = predict(model, params, torch.from_numpy(data.x_test)).numpy()
+        train = predict(model, params, torch.from_numpy(data.x_train)).numpy()
+    return test, train
 
 
 def judge_member(data: Dataset, noisy: np.ndarray, eval_predictions: np.ndarray,

@@ -1,0 +1,93 @@
+"""A seccomp-bpf filter for the sandbox child: no sockets, no new processes, no programs.
+
+Landlock covers files and TCP; it does not cover unix-domain sockets reachable by
+path (e.g. a database's socket) or process creation. This filter, installed after
+the trusted imports and before the objective loads, makes the kernel refuse:
+
+- ``socket``, ``socketpair``, ``connect``: the trainer needs no sockets at all;
+- ``fork``, ``vfork``, and ``clone`` without ``CLONE_THREAD`` (threads stay allowed:
+  the BLAS and OpenMP pools need them); ``clone3`` answers ENOSYS so the C library
+  falls back to ``clone``, whose flags the filter can read;
+- ``execve``/``execveat``, ``ptrace``, ``process_vm_*``, namespaces, mounts, ``bpf``,
+  ``userfaultfd``, ``perf_event_open``, ``io_uring``, kernel keyrings;
+- any other ABI (32-bit or x32 system calls on x86-64): the process is killed.
+
+Denied calls fail with EPERM (ENOSYS for ``clone3``); nothing is killed for trying.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import platform
+import struct
+
+_PR_SET_NO_NEW_PRIVS = 38
+_SECCOMP = {"x86_64": 317, "aarch64": 277}  # the seccomp(2) system call
+_SET_MODE_FILTER, _FILTER_FLAG_TSYNC = 1, 1
+_LD_ABS_W, _JEQ_K, _JSET_K, _JGE_K, _RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
+_ALLOW, _KILL_PROCESS, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+CLONE_THREAD = 0x00010000
+
+# name -> (x86_64, aarch64) system call numbers; None where the call does not exist.
+_CALLS = {
+    "socket": (41, 198), "socketpair": (53, 199), "connect": (42, 203),
+    "fork": (57, None), "vfork": (58, None), "execve": (59, 221), "execveat": (322, 281),
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),
+    "pivot_root": (155, 41), "chroot": (161, 51), "bpf": (321, 280),
+    "userfaultfd": (323, 282), "perf_event_open": (298, 241), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "keyctl": (250, 219),
+    "add_key": (248, 217), "request_key": (249, 218),
+}
+_CLONE, _CLONE3 = (56, 220), (435, 435)
+_ARCH = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
+
+
+def supported() -> bool:
+    return platform.machine() in _ARCH
+
+
+def _program() -> list[tuple[int, int, int, int]]:
+    audit_arch, column = _ARCH[platform.machine()]
+    denied = sorted({numbers[column] for numbers in _CALLS.values()
+                     if numbers[column] is not None})
+    eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
+    prog = [(_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
+            (_JEQ_K, 1, 0, audit_arch),
+            (_RET_K, 0, 0, _KILL_PROCESS),
+            (_LD_ABS_W, 0, 0, 0)]  # seccomp_data.nr
+    if column == 0:  # x32 system calls carry bit 30
+        prog += [(_JGE_K, 0, 1, 0x40000000), (_RET_K, 0, 0, eperm)]
+    for nr in denied:
+        prog += [(_JEQ_K, 0, 1, nr), (_RET_K, 0, 0, eperm)]
+    prog += [(_JEQ_K, 0, 1, _CLONE3[column]), (_RET_K, 0, 0, enosys),
+             (_JEQ_K, 1, 0, _CLONE[column]),
+             (_RET_K, 0, 0, _ALLOW),
+             (_LD_ABS_W, 0, 0, 16),  # clone's flags: low 32 bits of args[0]
+             (_JSET_K, 1, 0, CLONE_THREAD),
+             (_RET_K, 0, 0, eperm),
+             (_RET_K, 0, 0, _ALLOW)]
+    return prog
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install() -> dict[str, object]:
+    """Install the filter on every thread of this process (TSYNC) and all they create."""
+    if not supported():
+        raise OSError(f"no seccomp filter for {platform.machine()}")
+    prog = _program()
+    raw = b"".join(struct.pack("HBBI", *instruction) for instruction in prog)
+    buffer = ctypes.create_string_buffer(raw, len(raw))
+    fprog = _Fprog(len(prog), ctypes.cast(buffer, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    result = libc.syscall(_SECCOMP[platform.machine()], _SET_MODE_FILTER, _FILTER_FLAG_TSYNC,
+                          ctypes.byref(fprog))
+    if result != 0:
+        raise OSError(ctypes.get_errno() or errno.EBUSY, "seccomp(SET_MODE_FILTER) failed")
+    return {"denied": sorted(_CALLS), "instructions": len(prog)}
