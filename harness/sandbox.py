@@ -49,6 +49,8 @@ from harness.sandbox_launch import SandboxUnavailable, isolation_support
 
 __all__ = ["ChildOutcome", "Limits", "SandboxUnavailable", "isolation_support",
            "judge_outcome", "run_cells_sandboxed", "run_child"]
+from harness.objectives.loading import Objective
+from harness.objectives.validate import Report
 from suites.base import CellResult, Suite
 from suites.jobs import InvalidOutput, Job, protocol_module
 
@@ -80,6 +82,11 @@ class Limits:
         return cls(wall_seconds=wall, cpu_seconds=int(wall * max(threads, 1)) + 30,
                    memory_bytes=r.memory_mb << 20, disk_bytes=r.disk_mb << 20,
                    output_bytes=r.output_kb << 10)
+
+
+# Checking code at submission: the validator's smoke batches take well under a second.
+VALIDATION_LIMITS = Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=16 << 30,
+                           disk_bytes=64 << 20, output_bytes=64 << 10)
 
 
 @dataclass
@@ -159,6 +166,42 @@ def run_child(suite: Suite, job: Job, code: str, filename: str,
               hyperparameters: Mapping[str, Any], limits: Limits, *, threads: int = 1,
               device: str = "cpu", heartbeat: Callable[[], None] | None = None,
               python_guard: bool = True) -> ChildOutcome:
+    """Train one job of ``suite`` in a sandboxed child."""
+    fields = {"suite": suite.name, "suite_version": suite.version, "plan": job.plan,
+              "hyperparameters": dict(hyperparameters)}
+    return _sandboxed(fields, job.inputs, code, filename, limits, threads, device, heartbeat,
+                      python_guard)
+
+
+def validate_sandboxed(code: str, filename: str,
+                       overrides: Mapping[str, Any] | None = None) -> Report:
+    """The engine's validator (:func:`harness.objectives.validate.validate`) on untrusted
+    code, in the sandbox; the returned objective carries metadata only, no callable hook."""
+    from harness.objectives.validate import Problem
+
+    outcome = _sandboxed({"task": "validate", "overrides": dict(overrides or {})}, {}, code,
+                         filename, VALIDATION_LIMITS, 1, "cpu", None, True,
+                         reader=_read_validation)
+    report = Report(filename)
+    violations = list(dict.fromkeys(outcome.violations))
+    if outcome.reason or violations:
+        message = ("\n".join(violations) if violations and not outcome.reason
+                   else outcome.error or "the objective could not be checked")
+        code_ = "sandbox" if outcome.reason != "objective" else "exception"
+        report.problems.append(Problem(code_, "error", message))
+        return report
+    raw = outcome.report
+    report.problems = [Problem(p["code"], p["severity"], p["message"])
+                       for p in raw.get("problems", [])]
+    if "objective" in raw:
+        report.objective = _described_objective(raw["objective"], code, filename)
+    return report
+
+
+def _sandboxed(fields: dict[str, Any], inputs: Mapping[str, np.ndarray], code: str,
+               filename: str, limits: Limits, threads: int, device: str,
+               heartbeat: Callable[[], None] | None, python_guard: bool,
+               reader: Callable[[Path, float], dict[str, Any]] | None = None) -> ChildOutcome:
     support = launcher.isolation_support()
     strict = os.environ.get("HARNESS_SANDBOX_STRICT", "") == "1"
     if strict and not (support["namespaces"] and support["landlock"]):
@@ -167,13 +210,20 @@ def run_child(suite: Suite, job: Job, code: str, filename: str,
     workdir = Path(tempfile.mkdtemp(prefix="harness-sandbox-", dir=base))
     uid = launcher.sandbox_uid(support)
     try:
-        _write_job(workdir, suite, job, code, filename, hyperparameters, threads, device,
-                   python_guard, support)
+        (workdir / "tmp").mkdir()
+        (workdir / filename).write_text(code, encoding="utf-8")
+        if inputs:
+            np.savez(workdir / "inputs.npz", **inputs)
+        (workdir / "job.json").write_text(json.dumps({
+            **fields, "objective_file": filename, "threads": threads, "device": device,
+            "python_guard": python_guard, "landlock": support["landlock"] > 0,
+            "seccomp": seccomp.supported(), "pid_namespace": support["namespaces"]}))
         if uid is not None:
             _chown_tree(workdir, uid)
         spec = launcher.Launch(workdir, _rlimits(limits), uid, support["namespaces"], threads,
                                device)
-        outcome = _supervise(spec, limits, heartbeat)
+        outcome = _supervise(spec, limits, heartbeat, reader or _read_report,
+                             outputs=reader is None)
         # What this process asked for; the child fails closed when it cannot apply a layer,
         # and nothing the child says about itself is recorded.
         outcome.isolation = {
@@ -190,6 +240,47 @@ def run_child(suite: Suite, job: Job, code: str, filename: str,
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _read_validation(workdir: Path, wall_time: float) -> dict[str, Any]:
+    """The validator's problems and the objective's description, type-checked."""
+    raw = _load_json(workdir / "report.json")
+    problems = raw.get("problems")
+    if not isinstance(problems, list):
+        return {}
+    clean = [{"code": str(p.get("code", ""))[:50], "severity":
+              "warning" if p.get("severity") == "warning" else "error",
+              "message": str(p.get("message", ""))[:5000]}
+             for p in problems[:50] if isinstance(p, dict)]
+    report: dict[str, Any] = {"problems": clean}
+    o = raw.get("objective")
+    if isinstance(o, dict) and isinstance(o.get("hooks"), list):
+        from harness.objectives.spec import HOOKS
+
+        hp = o.get("hyperparameters") if isinstance(o.get("hyperparameters"), dict) else {}
+        defaults = o.get("defaults") if isinstance(o.get("defaults"), dict) else {}
+        context = o.get("context") if isinstance(o.get("context"), dict) else {}
+        report["objective"] = {
+            "name": str(o.get("name", ""))[:200],
+            "description": str(o.get("description", ""))[:5000],
+            "hooks": [h for h in o["hooks"] if h in HOOKS],
+            "hyperparameters": {str(k): v for k, v in hp.items()
+                                if isinstance(v, str | int | float | bool | None)},
+            "defaults": {str(k): v for k, v in defaults.items()
+                         if isinstance(v, str | int | float | bool | None)},
+            "context": {str(k): tuple(str(n) for n in v) for k, v in context.items()
+                        if k in HOOKS and isinstance(v, list)}}
+    return report
+
+
+def _described_objective(o: Mapping[str, Any], code: str, filename: str) -> Objective:
+    def not_here(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a submitted objective's hooks run only in the sandbox")
+
+    return Objective(name=o["name"], origin="file", source=code,
+                     hooks={h: not_here for h in o["hooks"]}, defaults=o["defaults"],
+                     hyperparameters=o["hyperparameters"], description=o["description"],
+                     path=filename, context=o["context"])
+
+
 def _scrub(outcome: ChildOutcome, workdir: Path) -> None:
     """Messages name the user's file, never the server's work directory."""
     prefix = str(workdir) + "/"
@@ -202,20 +293,6 @@ def _scrub(outcome: ChildOutcome, workdir: Path) -> None:
                                         for v in outcome.report["violations"]]
 
 
-def _write_job(workdir: Path, suite: Suite, job: Job, code: str, filename: str,
-               hyperparameters: Mapping[str, Any], threads: int, device: str,
-               python_guard: bool, support: dict[str, Any]) -> None:
-    (workdir / "tmp").mkdir()
-    (workdir / filename).write_text(code, encoding="utf-8")
-    np.savez(workdir / "inputs.npz", **job.inputs)
-    (workdir / "job.json").write_text(json.dumps({
-        "suite": suite.name, "suite_version": suite.version, "plan": job.plan,
-        "objective_file": filename, "hyperparameters": dict(hyperparameters),
-        "threads": threads, "device": device, "python_guard": python_guard,
-        "landlock": support["landlock"] > 0, "seccomp": seccomp.supported(),
-        "pid_namespace": support["namespaces"]}))
-
-
 def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
     cpu = max(int(limits.cpu_seconds), 1)
     return {"RLIMIT_AS": (limits.memory_bytes,) * 2, "RLIMIT_CPU": (cpu, cpu + 5),
@@ -223,8 +300,9 @@ def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
             "RLIMIT_FSIZE": (limits.disk_bytes,) * 2, "RLIMIT_CORE": (0, 0)}
 
 
-def _supervise(spec: launcher.Launch, limits: Limits,
-               heartbeat: Callable[[], None] | None) -> ChildOutcome:
+def _supervise(spec: launcher.Launch, limits: Limits, heartbeat: Callable[[], None] | None,
+               reader: Callable[[Path, float], dict[str, Any]], *,
+               outputs: bool = True) -> ChildOutcome:
     start = time.monotonic()
     child = launcher.launch(spec)
     capture = _Capture(child.output, limits.output_bytes, kill_after=256 * limits.output_bytes)
@@ -253,7 +331,9 @@ def _supervise(spec: launcher.Launch, limits: Limits,
             time.sleep(POLL_SECONDS)
     except BaseException:
         child.kill()  # an interrupted worker leaves no child behind
+        child.close()
         raise
+    child.close()
     code, cpu = ended
     capture.join()
     outcome = ChildOutcome(output=capture.text(), wall_time=time.monotonic() - start,
@@ -262,13 +342,13 @@ def _supervise(spec: launcher.Launch, limits: Limits,
     if reason:
         outcome.reason, outcome.error = reason, _limit_message(reason, limits, capture.total)
         return outcome
-    outcome.report = _read_report(spec.workdir, outcome.wall_time)
+    outcome.report = reader(spec.workdir, outcome.wall_time)
     if code == SETUP_FAILED and not outcome.report:
         raise SandboxUnavailable(f"the sandbox could not be set up: {outcome.output[-500:]}")
     if code != 0 or not outcome.report:
         outcome.reason, outcome.error = _exit_reason(code, cpu, limits)
         return outcome
-    if not outcome.report.get("error"):
+    if outputs and not outcome.report.get("error"):
         try:
             outcome.outputs = _read_outputs(spec.workdir / "outputs.npz", limits.disk_bytes)
         except InvalidOutput as exc:
@@ -308,14 +388,8 @@ def _limit_message(reason: str, limits: Limits, printed: int) -> str:
 def _read_report(workdir: Path, wall_time: float) -> dict[str, Any]:
     """The child's report, reduced to fields of the expected types (the objective's code
     ran in the process that wrote it). ``wall_time`` is always this process's measure."""
-    path = workdir / "report.json"
-    try:
-        if path.is_symlink() or path.stat().st_size > MAX_REPORT_BYTES:
-            return {}
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except Exception:  # noqa: BLE001 - unreadable, malformed or nested past the recursion limit
-        return {}
-    if not isinstance(raw, dict):
+    raw = _load_json(workdir / "report.json")
+    if not raw:
         return {}
     report: dict[str, Any] = {"wall_time": wall_time}
     for key in ("error", "reason", "mode"):
@@ -329,6 +403,16 @@ def _read_report(workdir: Path, wall_time: float) -> dict[str, Any]:
         report["training"] = {k: v for k, v in raw["training"].items()
                               if isinstance(k, str) and isinstance(v, str | bool | int)}
     return report
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        if path.is_symlink() or path.stat().st_size > MAX_REPORT_BYTES:
+            return {}
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - unreadable, malformed or nested past the recursion limit
+        return {}
+    return raw if isinstance(raw, dict) else {}
 
 
 def _read_outputs(path: Path, max_bytes: int = 1 << 30) -> dict[str, np.ndarray]:

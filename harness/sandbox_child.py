@@ -52,56 +52,97 @@ def write_roots(workdir: Path, device: str) -> list[str]:
 
 
 def main(workdir: Path) -> None:
+    sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE; nothing outside is ours
     job = json.loads((workdir / "job.json").read_text())
     import numpy as np
     import torch
 
     torch.set_num_threads(int(job["threads"]))
-    from harness import landlock, seccomp
-    from harness.objectives.loading import ObjectiveError, load_objective
-    from harness.sandbox_guard import Guard
+    if job.get("task") == "validate":
+        import harness.objectives.validate  # noqa: F401 - imported before the lock-down
+
+        _lock_down(workdir, job)
+        _finish(workdir, _validate(workdir, job), {})
     from suites import suite_at
-    from suites.jobs import failure_reason, protocol_module, train_safely
+    from suites.jobs import protocol_module
 
     suite = suite_at(job["suite"], job["suite_version"])
     module = protocol_module(suite)
     with np.load(workdir / "inputs.npz", allow_pickle=False) as npz:
         inputs = {k: npz[k] for k in npz.files}
     os.unlink(workdir / "inputs.npz")  # read once; the objective gets them through the trainer
+    violations = _lock_down(workdir, job)
+    outputs, report = _train(workdir, job, suite, module, inputs)
+    report["violations"] = list(violations)
+    _finish(workdir, report, outputs)
+
+
+def _lock_down(workdir: Path, job: dict) -> list[str]:
+    """Landlock and seccomp (or exit: no objective runs without a requested layer), then
+    the audit-hook guard; returns the guard's record of refusals."""
+    from harness import landlock, seccomp
+    from harness.sandbox_guard import Guard
+
     device = job.get("device", "cpu")
     read = read_roots(workdir, job.get("pid_namespace", False), device)
     write = write_roots(workdir, device)
-    isolation: dict[str, object] = {}
-    try:  # every layer the parent asked for, or no objective runs at all
+    try:
         if job.get("landlock", True):
-            isolation["landlock"] = landlock.restrict(read, write)
+            landlock.restrict(read, write)
         if job.get("seccomp", True):
-            isolation["seccomp"] = seccomp.install()
+            seccomp.install()
     except OSError as exc:
         print(f"sandbox setup failed: {exc}", file=sys.stderr, flush=True)
         os._exit(SETUP_FAILED)
     guard = Guard(read, write)
     if job.get("python_guard", True):
         guard.install()
-        isolation["python_guard"] = True
+    return guard.violations
 
-    outputs: dict = {}
+
+def _train(workdir: Path, job: dict, suite, module, inputs: dict) -> tuple[dict, dict]:
+    from harness.objectives.loading import ObjectiveError, load_objective
+    from suites.jobs import failure_reason, train_safely
+
     try:
         objective = load_objective(str(workdir / job["objective_file"]), job["hyperparameters"])
-        outputs, report = train_safely(module, suite, objective, inputs, job["plan"],
-                                       device=device, mode=job.get("mode", "auto"))
+        return train_safely(module, suite, objective, inputs, job["plan"],
+                            device=job.get("device", "cpu"), mode=job.get("mode", "auto"))
     except ObjectiveError as exc:  # e.g. a MemoryError while the module loads: "memory"
-        report = {"error": exc.message, "reason": failure_reason(exc.__cause__ or exc)}
+        return {}, {"error": exc.message, "reason": failure_reason(exc.__cause__ or exc)}
     except BaseException as exc:  # noqa: BLE001 - anything the objective raises is its result
         lines = traceback.format_exception_only(type(exc), exc)
-        report = {"error": "".join(lines).strip(), "reason": failure_reason(exc)}
-    report["violations"] = list(guard.violations)
-    report["isolation"] = isolation
+        return {}, {"error": "".join(lines).strip(), "reason": failure_reason(exc)}
+
+
+def _validate(workdir: Path, job: dict) -> dict:
+    """The engine's validator; what the form needs of the objective, as JSON."""
+    from harness.objectives.validate import validate
+
+    try:
+        report = validate(str(workdir / job["objective_file"]), job.get("overrides"))
+    except BaseException as exc:  # noqa: BLE001 - the validator never raises; if it does
+        return {"problems": [{"code": "exception", "severity": "error",
+                              "message": f"{type(exc).__name__}: {exc}"}]}
+    out: dict = {"problems": [{"code": p.code, "severity": p.severity, "message": p.message}
+                              for p in report.problems]}
+    o = report.objective
+    if o is not None:
+        out["objective"] = {"name": o.name, "description": o.description,
+                            "hooks": list(o.hooks), "defaults": dict(o.defaults),
+                            "hyperparameters": dict(o.hyperparameters),
+                            "context": {k: list(v) for k, v in o.context.items()}}
+    return out
+
+
+def _finish(workdir: Path, report: dict, outputs: dict) -> None:
+    import numpy as np
+
     sys.stdout.flush()
     sys.stderr.flush()
     if outputs:
         np.savez(workdir / "outputs.npz", **outputs)
-    (workdir / "report.json").write_text(json.dumps(report, default=str))
+    (workdir / "report.json").write_text(json.dumps(report, default=repr))
     os._exit(0)  # no atexit handlers or finalizers the objective may have registered
 
 

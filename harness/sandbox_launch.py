@@ -8,6 +8,7 @@ give the same isolation; ``fork`` saves ~1.5 s of CPU per cell group.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import logging
@@ -53,11 +54,19 @@ class Running(Protocol):
 
     def kill(self) -> None: ...
 
+    def close(self) -> None:
+        """Release what launched it (after ``poll`` returned, or after ``kill``)."""
+
 
 def launch(spec: Launch) -> Running:
     if os.environ.get("HARNESS_SANDBOX_MODE", "fork") == "exec":
         return _Exec(spec)
-    return _zygote(spec.threads, spec.device).start(spec)
+    zygote = _acquire(spec.threads, spec.device)
+    try:
+        return zygote.start(spec)
+    except BaseException:
+        zygote.close()
+        raise
 
 
 def environment(workdir: Path | None, threads: int, device: str) -> dict[str, str]:
@@ -111,12 +120,18 @@ class _Exec:
     def kill(self) -> None:
         kill_group(self.pid)
 
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+            self.proc.wait()
+
 
 # --- fork: one zygote per worker thread ---------------------------------------------------
 
 
 class _Zygote:
     def __init__(self, threads: int, device: str) -> None:
+        self.threads, self.device = threads, device
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.socket = ours
         self.proc = subprocess.Popen(
@@ -124,6 +139,7 @@ class _Zygote:
             env=environment(None, threads, device), stdin=subprocess.DEVNULL,
             pass_fds=(theirs.fileno(),), start_new_session=True)
         theirs.close()
+        atexit.register(self.close)
         reply = self._receive(timeout=120)
         if not reply or not reply.get("ready"):
             self.close()
@@ -163,12 +179,14 @@ class _Zygote:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=10)
+        atexit.unregister(self.close)
 
 
 class _Forked:
     def __init__(self, zygote: _Zygote, pid: int, output: Any) -> None:
         self.zygote, self.pid, self.output = zygote, pid, output
         self.pids_cgroup = False
+        self.ended = False  # the fork server's last reply for this job was read
 
     def poll(self) -> tuple[int, float] | None:
         try:
@@ -185,6 +203,7 @@ class _Forked:
         kind, _, value = job.partition(":")
         code = int(value) if kind == "exit" else -int(value) if kind == "signal" \
             else -signal.SIGKILL  # init was killed before reporting: by us or the kernel
+        self.ended = True
         return code, float(reply.get("cpu", 0.0))
 
     def kill(self) -> None:
@@ -194,26 +213,49 @@ class _Forked:
         except ProcessLookupError:
             pass
 
+    def close(self) -> None:
+        """Back to the pool; a fork server with a reply still due is not reused."""
+        if self.ended:
+            _release(self.zygote)
+        else:
+            self.kill()
+            self.zygote.close()
 
-_ZYGOTES: dict[tuple[int, int, str], _Zygote] = {}
-_ZYGOTES_LOCK = threading.Lock()
+
+# Idle fork servers by (threads, device): a job takes one (or starts one) and gives it
+# back, so a web process's request threads share a few instead of one per thread.
+_IDLE: dict[tuple[int, str], list[_Zygote]] = {}
+_LOCK = threading.Lock()
+MAX_IDLE = 2
 
 
-def _zygote(threads: int, device: str) -> _Zygote:
-    key = (threading.get_ident(), threads, device)
-    with _ZYGOTES_LOCK:
-        zygote = _ZYGOTES.get(key)
-        if zygote is None or not zygote.alive():
-            zygote = _ZYGOTES[key] = _Zygote(threads, device)
-        return zygote
+def _acquire(threads: int, device: str) -> _Zygote:
+    with _LOCK:
+        idle = _IDLE.setdefault((threads, device), [])
+        while idle:
+            zygote = idle.pop()
+            if zygote.alive():
+                return zygote
+            zygote.close()
+    return _Zygote(threads, device)
+
+
+def _release(zygote: _Zygote) -> None:
+    with _LOCK:
+        idle = _IDLE.setdefault((zygote.threads, zygote.device), [])
+        if zygote.alive() and len(idle) < MAX_IDLE:
+            idle.append(zygote)
+            return
+    zygote.close()
 
 
 def shutdown() -> None:
-    """Stop every fork server of this process (workers call it on exit)."""
-    with _ZYGOTES_LOCK:
-        for zygote in _ZYGOTES.values():
-            zygote.close()
-        _ZYGOTES.clear()
+    """Stop every idle fork server of this process (workers call it on exit)."""
+    with _LOCK:
+        zygotes = [z for idle in _IDLE.values() for z in idle]
+        _IDLE.clear()
+    for zygote in zygotes:
+        zygote.close()
 
 
 # --- what the machine allows ---------------------------------------------------------------

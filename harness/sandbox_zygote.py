@@ -41,9 +41,11 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def main() -> None:
+    sys.dont_write_bytecode = True
     import numpy  # noqa: F401 - imported once here, shared by every forked job
     import torch  # noqa: F401
 
+    import harness.objectives.validate  # noqa: F401
     import harness.sandbox_child  # noqa: F401
     import suites.certified.protocol  # noqa: F401
     import suites.noisy_labels.protocol  # noqa: F401

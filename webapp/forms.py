@@ -1,17 +1,16 @@
 """Forms: every check a submission must pass lives here, views only call them.
 
-The submission form validates the code with the engine's validator before anything
-is stored or queued, enforces the limits (size, UTF-8, per-user queued cells) and,
-once valid, ``save()`` creates the objective, its version, the cells and the
+The submission form validates the code with the engine's validator, in the sandbox
+(never in the web process), before anything is stored or queued, enforces the limits
+(size, UTF-8, per-user queued cells) and, once valid, ``save()`` creates the objective, its version, the cells and the
 submission in one transaction, and hands the submission to the runner on commit.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import tempfile
+import logging
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from django import forms
@@ -27,6 +26,8 @@ from suites import get_suite, suite_names
 from suites.base import Suite
 from webapp import runner
 from webapp.models import Cell, Objective, ObjectiveVersion, Submission
+
+log = logging.getLogger(__name__)
 
 HYPERPARAMETER_PROBLEMS = ("unknown-hyperparameter", "bad-override")
 RETRIED = (Cell.FAILED, Cell.TIMEOUT)  # a resubmission runs these cells again
@@ -167,23 +168,25 @@ class SubmissionForm(forms.Form):
     # --- validation -------------------------------------------------------------------
 
     def _validate_code(self, code: str, field: str) -> None:
-        """The engine's validator on a private copy of the code; errors land on the field."""
-        from harness.objectives.validate import validate
+        """The engine's validator on the code, in the sandbox (never in the web process);
+        errors land on the field."""
+        from harness.sandbox import SandboxUnavailable, validate_sandboxed
 
         overrides = self.cleaned_data.get("hyperparameters") or None
-        with tempfile.TemporaryDirectory(prefix="harness-validate-") as tmp:
-            path = Path(tmp) / runner.code_filename(self.slug)
-            path.write_text(code, encoding="utf-8")
-            report = validate(str(path), overrides)
-            for problem in report.problems:
-                message = runner.scrub_paths(
-                    runner.scrub_paths(problem.message, Path(tmp).resolve()), tmp)
-                if problem.severity == "warning":
-                    self.warnings.append(message)
-                elif problem.code in HYPERPARAMETER_PROBLEMS:
-                    self.add_error("hyperparameters", message)
-                else:
-                    self.add_error(field, message)
+        try:
+            report = validate_sandboxed(code, runner.code_filename(self.slug), overrides)
+        except SandboxUnavailable:
+            log.exception("the sandbox could not check a submission")
+            self.add_error(field, "The code could not be checked right now (the server's "
+                                  "sandbox is unavailable); nothing was queued. Try again.")
+            return
+        for problem in report.problems:
+            if problem.severity == "warning":
+                self.warnings.append(problem.message)
+            elif problem.code in HYPERPARAMETER_PROBLEMS:
+                self.add_error("hyperparameters", problem.message)
+            else:
+                self.add_error(field, problem.message)
         if report.ok and report.objective is not None:
             self.objective = dataclasses.replace(report.objective, name=self.slug)
 
