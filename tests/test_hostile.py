@@ -9,13 +9,14 @@ side, independently of what the child reports: marker files outside never appear
 process carrying a case's marker survives the call, servers the test runs (TCP on
 127.0.0.1, Unix sockets outside the sandbox) receive nothing, the test process's secrets
 never show in a cell's output or error, and metrics are recomputed here from the judged
-predictions. Every cell must also end with a clear status, reason and error.
+predictions (final test accuracy from the returned weights, with a plain forward pass).
+Every cell must also end with a clear status, reason and error.
 
 Known holes are pinned with ``xfail(strict=True)``: they fail today and will turn the
 suite red (XPASS) once the sandbox is fixed, so the mark must then be removed.
 
-Nothing here runs a real fork or thread bomb: those attacks are bounded, and without the
-Python guard only single processes are started (root is exempt from RLIMIT_NPROC).
+Nothing here runs a real fork or thread bomb: those attacks are bounded (at most 512
+short-lived threads, a handful of single processes), whether or not a layer holds.
 ``HARNESS_HOSTILE_TABLE=1 pytest -s tests/test_hostile.py`` prints attack → outcome.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import errno
 import hashlib
 import os
 import re
@@ -41,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from harness.sandbox import Limits, isolation_support, run_cells_sandboxed
 from suites import get_suite
@@ -57,10 +60,28 @@ NAMESPACES = bool(SUPPORT["namespaces"])
 LANDLOCK = int(SUPPORT["landlock"])
 WORKERS = 3  # cells in flight at once; the parent mostly waits on its children
 METRICS = {"test_acc", "best_test_acc", "best_epoch", "noise_rate", "train_acc_clean"}
+THREAD_LIMIT = 64  # Limits.processes of the thread floods (the pids cgroup's pids.max)
+
+ISOLATION_KEYS = {"mode", "namespaces", "uid", "landlock", "seccomp", "python_guard",
+                  "pids_cgroup"}
+
+
+def _has_pids_cgroup() -> bool:
+    """Whether the fork server can cap a job's processes and threads (cgroup v1 or v2)."""
+    if Path("/sys/fs/cgroup/pids/cgroup.procs").exists():
+        return True
+    try:
+        return "pids" in Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()
+    except OSError:
+        return False
+
+
+PIDS_CGROUP = _has_pids_cgroup()
 
 needs_kernel = pytest.mark.skipif(
     not (NAMESPACES and LANDLOCK), reason=f"needs namespaces and Landlock (have {SUPPORT})")
 needs_namespaces = pytest.mark.skipif(not NAMESPACES, reason="needs a PID namespace")
+needs_pids_cgroup = pytest.mark.skipif(not PIDS_CGROUP, reason="needs a pids cgroup")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +95,7 @@ class Case:
     # sleeping for minutes, a SIGKILL reaching this process)
     requires: str = ""  # "" | "namespaces" | "kernel" (namespaces and Landlock)
     measure_memory: bool = False  # record how much this process's peak RSS grows
+    epochs: int = 1  # the noisy-labels suite shortened to this many epochs
 
     def runnable(self) -> bool:
         return {"": True, "namespaces": NAMESPACES,
@@ -98,6 +120,7 @@ CASES: dict[str, Case] = {
     "sibling_workdirs": Case(),
     "special_files": Case(),
     "os_exit": Case(),
+    "fake_setup_failure": Case(),
     "segfault_ctypes": Case(),
     "segfault_faulthandler": Case(),
     "print_1gb": Case(),
@@ -107,20 +130,28 @@ CASES: dict[str, Case] = {
     "pickle_object_array": Case(),
     "pickle_raw_file": Case(),
     "zip_bomb_outputs": Case(measure_memory=True),
+    "npy_header_bomb": Case(measure_memory=True),
     "fake_metrics": Case(),
     "swap_predictions": Case(),
+    "fake_earlier_epochs": Case(epochs=2),
+    "off_protocol_training": Case(),
     "tamper_report": Case(),
     "hide_violations": Case(),
+    "hide_violations_stderr": Case(),
     "report_recursion_bomb": Case(),
     "report_bad_types": Case(),
     "digits_labels": Case(),
     "inherited_memory_labels": Case(),
+    "inherited_memory_labels@kernel": KERNEL,
     "sleep_forever": Case(limits={"wall_seconds": 10}),
     "grandchild_outlives": Case(),
     "grandchild_fork_exec": Case(requires="namespaces"),
     "grandchild_fork_exec@exec": Case(mode="exec", requires="namespaces"),
-    "thread_flood": Case(limits={"processes": 64}),
+    "thread_flood": Case(limits={"processes": THREAD_LIMIT}),
+    "thread_flood@exec": Case(limits={"processes": THREAD_LIMIT}, mode="exec"),
     "ctypes_libc": Case(),
+    "native_extension": Case(),
+    "native_extension@exec": Case(mode="exec"),
     "kill_parent": Case(requires="namespaces"),
     "kill_parent@exec": Case(mode="exec", requires="namespaces"),
     "symlink_outputs": Case(),
@@ -129,6 +160,7 @@ CASES: dict[str, Case] = {
     "infinite_recursion": Case(),
     "swallow_and_retry": Case(),
     "guard_tamper": Case(requires="kernel"),
+    "guard_rebind": Case(requires="kernel"),
     "kernel_read_passwd": KERNEL,
     "kernel_tcp_connect": KERNEL,
     "kernel_write_outside": KERNEL,
@@ -137,6 +169,7 @@ CASES: dict[str, Case] = {
     "kernel_unix_socket": KERNEL,
     "kernel_symlink_outputs": KERNEL,
     "kernel_signals": KERNEL,
+    "kernel_native_threads": dataclasses.replace(KERNEL, limits={"processes": THREAD_LIMIT}),
 }
 
 
@@ -276,16 +309,31 @@ _judged = threading.local()
 
 
 def _recording_judge(judge: Callable) -> Callable:
-    """The suite's judge, plus each member's test accuracy recomputed here, independently."""
+    """The suite's judge, plus each member's final test accuracy recomputed here,
+    independently: the returned weights loaded into the suite's model, a plain forward pass."""
 
     def judging(suite, job, outputs, report):
-        results = judge(suite, job, outputs, report)
-        predictions = np.asarray(outputs["eval_predictions"])
-        _judged.accuracies = [float((predictions[-1, i] == job.private.y_test).mean())
-                              for i in range(len(job.members))]
-        return results
+        try:
+            _judged.accuracies = _accuracies_of_weights(job, outputs)
+        except Exception:  # noqa: BLE001 - no usable weights: the judge must reject them
+            _judged.accuracies = None
+        return judge(suite, job, outputs, report)
 
     return judging
+
+
+def _accuracies_of_weights(job, outputs) -> list[float]:
+    data = job.private
+    model = protocol.model_for(data)
+    accuracies = []
+    for i in range(len(job.members)):
+        model.load_state_dict({name: torch.from_numpy(np.array(outputs[f"param:{name}"][i],
+                                                               dtype=np.float32))
+                               for name, _ in model.named_parameters()})
+        with torch.no_grad():
+            predictions = model(torch.from_numpy(data.x_test)).argmax(-1).numpy()
+        accuracies.append(float((predictions == data.y_test).mean()))
+    return accuracies
 
 
 # --- running the corpus -------------------------------------------------------------------
@@ -298,7 +346,7 @@ class Run:
     results: list[CellResult]
     raised: BaseException | None
     seconds: float
-    accuracies: list[float] | None  # recomputed from what the judge was given; None: not judged
+    accuracies: list[float] | None  # recomputed from the returned weights; None: not judged
     survivors: list[str]  # processes carrying the case's marker after the call
     peak_growth: int | None  # bytes this process's peak RSS grew by (measure_memory only)
     mode: str  # HARNESS_SANDBOX_MODE when it ran ("" = the default)
@@ -405,15 +453,16 @@ class Corpus:
         for token, value in tokens.items():
             code = code.replace(token, value)
         assert "__HOSTILE_" not in code, f"{stem}.py uses an unknown placeholder"
+        suite = SUITE if case.epochs == 1 else get_suite("noisy-labels").shortened(case.epochs)
         limits = dataclasses.replace(
-            Limits.for_run(SUITE, 1, 1),
+            Limits.for_run(suite, 1, 1),
             **{"wall_seconds": 60, "cpu_seconds": 60, "disk_bytes": 64 << 20, **case.limits})
         _judged.accuracies = None
         rss = reset_peak_rss() if case.measure_memory else None
         start = time.monotonic()
         results, raised = [], None
         try:
-            results = run_cells_sandboxed(SUITE, code, f"{stem}.py", {}, ["clean"], [0],
+            results = run_cells_sandboxed(suite, code, f"{stem}.py", {}, ["clean"], [0],
                                           limits=limits, python_guard=case.python_guard)
         except Exception as exc:  # noqa: BLE001 - a test asserts on it
             raised = exc
@@ -431,7 +480,7 @@ class Corpus:
             for name, future in self.futures.items():
                 if future.done() and not future.cancelled() and future.exception() is None:
                     run = future.result()
-                    print(f"  {name:28} {run.seconds:5.1f}s  {run.outcome()}")
+                    print(f"  {name:32} {run.seconds:5.1f}s  {run.outcome()}")
         self.canary.kill()
         self.canary.wait()
         self.tcp.close()
@@ -495,6 +544,25 @@ def assert_no_secret(run: Run) -> None:
             assert "db.internal" not in text, f"{run.name}: DATABASE_URL leaked into {where}"
 
 
+def assert_layers(run: Run, *, python_guard: bool = True) -> dict[str, Any]:
+    """The isolation record is the parent's: every key, and the layers this case asked for."""
+    record = run.result.info["sandbox"]
+    assert set(record) == ISOLATION_KEYS, record
+    assert record["mode"] == (CASES[run.name].mode or "fork"), record
+    assert record["python_guard"] is python_guard, record
+    assert record["namespaces"] is NAMESPACES and record["landlock"] == (LANDLOCK or None)
+    assert record["seccomp"] is True, record
+    if CASES[run.name].mode != "exec":
+        assert record["pids_cgroup"] is PIDS_CGROUP, record
+    return record
+
+
+def started_count(output: str, pattern: str) -> int:
+    found = re.search(pattern, output)
+    assert found, f"{pattern!r} not in the output: {output[-500:]!r}"
+    return int(found.group(1))
+
+
 # --- secrets and files outside ------------------------------------------------------------
 
 
@@ -542,23 +610,31 @@ def test_the_suites_label_files_are_out_of_reach(corpus):
 
 
 @attack("inherited_memory_labels")
-def test_no_labels_are_inherited_in_memory(corpus):
+def test_walking_the_inherited_heap_is_a_violation(corpus):
     run = corpus.run("inherited_memory_labels")
+    r = assert_clear(run, "killed", "violation", "inspecting the harness (gc.get_objects)")
+    assert "heap walk refused: sandbox: inspecting the harness" in r.output, r.output
+    assert "FOUND modules=[] cached=0" in r.output
+
+
+@needs_kernel
+@attack("inherited_memory_labels@kernel")
+def test_no_labels_are_inherited_in_memory(corpus):
+    run = corpus.run("inherited_memory_labels@kernel")
     r = assert_clear(run, "ok", "")
-    assert "FOUND modules=[] cached=0 label_like_arrays=0" in r.output
+    assert "heap walked: label_like_arrays=0" in r.output, r.output
+    assert "FOUND modules=[] cached=0" in r.output
     assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
     assert r.metrics["test_acc"] < 0.9
+    assert_layers(run, python_guard=False)
 
 
 @attack("sibling_workdirs")
 def test_other_cells_work_directories_are_out_of_reach(corpus):
     run = corpus.run("sibling_workdirs")
-    r = run.result
-    # the guard does not audit directory listings: Landlock's EACCES is what stops it
-    if r.reason == "violation":
-        assert_clear(run, "killed", "violation", "reading")
-    else:
-        assert_clear(run, "failed", "objective", "PermissionError", str(corpus.base))
+    # both directories are ancestors of the work directory, which the guard lets the import
+    # system list: Landlock's EACCES is what stops it
+    assert_clear(run, "failed", "objective", "PermissionError", "[Errno 13]", str(corpus.base))
     assert "job.json" not in run.result.output and "inputs.npz" not in run.result.output
 
 
@@ -573,24 +649,25 @@ def test_writing_outside_the_work_directory_is_a_violation(corpus):
 
 
 @attack("rename_outside")
-def test_renames_and_links_to_outside_are_refused_by_the_kernel(corpus):
+def test_renames_and_links_to_outside_are_refused_and_reported(corpus):
     run = corpus.run("rename_outside")
-    r = run.result
+    r = assert_clear(run, "killed", "violation")
     escape = run.tokens["__HOSTILE_ESCAPE__"]
-    for suffix in ("", ".link", ".symlink"):
+    for suffix in ("", ".link", ".symlink"):  # the destinations are checked
         assert not Path(escape + suffix).exists()
+        assert f"sandbox: writing {escape}{suffix} is not allowed" in r.error.splitlines()
     assert "succeeded" not in r.output and r.output.count("failed:") == 4, r.output
-    assert_no_secret(run)
+    # the dir_fd-relative read of /proc/self/root/etc/passwd: Landlock refuses it
+    assert "failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.output
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "guard gap: sandbox_guard checks only args[0] of os.rename/os.link/os.symlink (the "
-    "source), never the destination, and os.open's audit event carries no dir_fd; the "
-    "kernel refuses these writes but the swallowed attempts are never recorded, so the "
-    "cell is 'ok' instead of a violation"))
+    "reporting gap (Landlock refuses the read): the 'open' audit event carries no dir_fd, so "
+    "the guard resolves os.open('self/root/etc/passwd', dir_fd=<fd of /proc>) against the "
+    "work directory and lets it through; the refusal is never recorded as a violation"))
 @attack("rename_outside")
-def test_renames_and_links_to_outside_are_reported_as_violations(corpus):
-    assert_clear(corpus.run("rename_outside"), "killed", "violation", "writing")
+def test_a_dir_fd_relative_read_outside_is_reported(corpus):
+    assert "etc/passwd" in corpus.result("rename_outside").error
 
 
 @attack("symlink_outputs")
@@ -638,32 +715,52 @@ def test_grandchildren_are_refused_and_none_survives(corpus):
 
 @needs_namespaces
 @pytest.mark.parametrize("case", ["grandchild_fork_exec", "grandchild_fork_exec@exec"])
-def test_a_grandchild_started_past_the_guard_does_not_survive(corpus, case):
+def test_a_grandchild_started_past_the_guard_is_refused_by_the_kernel(corpus, case):
     run = corpus.run(case)
-    assert "grandchild started:" in run.result.output
+    r = assert_clear(run, "failed", "objective", "PermissionError",
+                     "[Errno 1] Operation not permitted")  # seccomp: clone without a thread
+    assert "grandchild started:" not in r.output
     assert run.survivors == [], run.survivors
-    assert_no_secret(run)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "guard gap: _posixsubprocess.fork_exec raises no audit event, so preexec_fn runs "
-    "arbitrary Python in a new process (execve is refused by Landlock, but the fork is "
-    "not): with the root sandbox exempt from RLIMIT_NPROC this is an unbounded fork bomb; "
-    "needs a kernel limit (seccomp on fork/clone, or a pids cgroup)"))
+    "reporting gap (seccomp refuses the clone: nothing starts): _posixsubprocess.fork_exec "
+    "raises no audit event, so the guard never sees the attempt and the cell is "
+    "failed/objective (EPERM), not a violation; a seccomp refusal is invisible to the parent"))
 @attack("grandchild_fork_exec")
 def test_a_grandchild_started_past_the_guard_is_a_violation(corpus):
     assert_clear(corpus.run("grandchild_fork_exec"), "killed", "violation", "process")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "no process/thread cap: the sandbox runs as root (uid drop unavailable) and root is "
-    "exempt from RLIMIT_NPROC, so Limits.processes is not enforced; a thread bomb (stack "
-    "size 32 KiB) would exhaust the machine's 32768 pids; needs a pids cgroup or a user "
-    "namespace mapping the sandbox to an unprivileged uid"))
-@attack("thread_flood")
-def test_the_process_limit_stops_a_thread_flood(corpus):
-    r = corpus.result("thread_flood")
-    assert r.status != "ok" and "thread" in r.error.lower(), (r.status, r.output[-300:])
+@needs_pids_cgroup
+@pytest.mark.parametrize("case", [
+    "thread_flood",
+    pytest.param("thread_flood@exec", marks=pytest.mark.xfail(strict=True, reason=(
+        "no process/thread cap in exec mode: only the fork server puts a job into a pids "
+        "cgroup (the record says pids_cgroup: False); the child stays root, which "
+        "RLIMIT_NPROC does not bind, so all 512 threads start and the cell is 'ok'; a real "
+        "thread bomb would exhaust the machine's pids"))),
+])
+def test_the_process_limit_stops_a_thread_flood(corpus, case):
+    run = corpus.run(case)
+    r = run.result
+    started = started_count(r.output, r"threads started: (\d+)")
+    # the cgroup also counts the job's main thread, its init and the process above init
+    assert THREAD_LIMIT - 16 <= started <= THREAD_LIMIT - 3, r.output[-300:]
+    assert_clear(run, "failed", "objective", "RuntimeError", "can't start new thread")
+    assert assert_layers(run)["pids_cgroup"] is True
+
+
+@needs_kernel
+@needs_pids_cgroup
+@attack("kernel_native_threads")
+def test_native_threads_count_against_the_process_limit(corpus):
+    run = corpus.run("kernel_native_threads")
+    r = assert_clear(run, "ok", "")
+    started = started_count(r.output, r"native threads started: (\d+)")
+    assert THREAD_LIMIT - 16 <= started <= THREAD_LIMIT - 3, r.output[-300:]
+    assert f"pthread_create returned {errno.EAGAIN}" in r.output
+    assert assert_layers(run, python_guard=False)["pids_cgroup"] is True
 
 
 @needs_namespaces
@@ -682,6 +779,38 @@ def test_native_calls_through_ctypes_are_a_violation(corpus):
     assert not Path("/tmp/harness-ctypes-escape").exists()
 
 
+def _native_output(run: Run) -> str:
+    output = run.result.output
+    if "no xxlimited extension" in output:
+        pytest.skip("this Python has no xxlimited extension to copy")
+    return output
+
+
+@needs_namespaces
+@attack("native_extension")
+def test_a_shared_object_in_the_work_directory_cannot_be_mapped(corpus):
+    output = _native_output(corpus.run("native_extension"))
+    # the work directory is mounted noexec in the job's mount namespace
+    assert "workdir: failed: ImportError" in output and "failed to map segment" in output
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param("native_extension", marks=pytest.mark.xfail(strict=True, reason=(
+        "native code without ctypes: os.memfd_create + writing a shared object into it + "
+        "ExtensionFileLoader('/proc/self/fd/N') maps it executable (a memfd lives on an "
+        "internal mount, not the noexec work directory; Landlock allows it; the guard sees "
+        "only an unrefused 'import' event): the objective's native code runs, the cell is "
+        "'ok'"))),
+    pytest.param("native_extension@exec", marks=pytest.mark.xfail(strict=True, reason=(
+        "exec mode mounts nothing noexec (only the fork server's init does), so the shared "
+        "object written to the work directory is imported directly; the memfd route works "
+        "too"))),
+])
+def test_no_objective_supplied_native_code_runs(corpus, case):
+    output = _native_output(corpus.run(case))
+    assert "native call returned" not in output, output
+
+
 @attack("swallow_and_retry")
 def test_swallowed_refusals_are_still_reported(corpus):
     run = corpus.run("swallow_and_retry")
@@ -694,35 +823,45 @@ def test_swallowed_refusals_are_still_reported(corpus):
 
 @needs_kernel
 @attack("guard_tamper")
-def test_a_disabled_guard_still_leaves_tcp_and_processes_contained(corpus):
+def test_clearing_the_guards_table_changes_nothing(corpus):
     run = corpus.run("guard_tamper")
-    r = run.result
-    assert "fork succeeded" in r.output  # the guard really was switched off
-    assert "tcp failed" in r.output
-    assert corpus.tcp.got(run.tokens["__HOSTILE_MARKER__"]) == []
+    r = assert_clear(run, "killed", "violation", "forking a process (os.fork)",
+                     "opening a network socket (socket.__new__)")
+    assert "fork failed: sandbox: forking a process" in r.output
+    assert "unix socket failed: sandbox: opening a network socket" in r.output
+    assert "tcp failed: sandbox:" in r.output
+    marker = run.tokens["__HOSTILE_MARKER__"]
+    assert corpus.tcp.got(marker) == [] and corpus.unix.got(marker) == []
     assert run.survivors == [], run.survivors
+    assert not any(line.startswith(("fork succeeded", "unix socket succeeded"))
+                   for line in r.output.splitlines())
+
+
+REBOUND = {"harness.sandbox_guard._real": "/etc/passwd", "os.fsdecode": "/etc/group",
+           "posixpath.realpath": "/etc/hostname", "builtins.any": "/etc/hosts"}
+
+
+@needs_kernel
+@attack("guard_rebind")
+def test_rebinding_what_the_guard_calls_leaves_landlock_refusing(corpus):
+    run = corpus.run("guard_rebind")
+    r = run.result
     assert_no_secret(run)
+    for name, path in REBOUND.items():
+        line = next((x for x in r.output.splitlines() if x.startswith(f"{name}:")), "")
+        assert ": read " not in line and path in line, r.output
+        assert "Error" in line, r.output  # refused, by the kernel or the guard
+    assert "root:x:0:0" not in r.output
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "ESCAPE: the guard is plain Python in the objective's interpreter "
-    "(harness.sandbox_guard._REFUSED.clear() switches it off) and no kernel layer covers "
-    "pathname Unix sockets: the network namespace does not, the mount namespace shows the "
-    "host's files, Landlock (ABI <= 7) does not restrict connect(); a submission can reach "
-    "/var/run/postgresql/.s.PGSQL.5432 or any other local socket; needs seccomp (deny "
-    "socket()) or a private filesystem view"))
-@attack("guard_tamper")
-def test_a_disabled_guard_cannot_reach_unix_sockets_outside(corpus):
-    run = corpus.run("guard_tamper")
-    assert corpus.unix.got(run.tokens["__HOSTILE_MARKER__"]) == []
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "guard state lives in the objective's interpreter: after "
-    "sandbox_guard._REFUSED.clear() nothing is refused or recorded, so the cell is 'ok'"))
-@attack("guard_tamper")
-def test_disabling_the_guard_is_reported_as_a_violation(corpus):
-    assert_clear(corpus.run("guard_tamper"), "killed", "violation")
+    "guard bypass: the hook's state is closure-bound, but it still calls module globals "
+    "and builtins at call time (sandbox_guard._real, os.fsdecode, os.path.realpath, any): "
+    "rebinding any of them from the objective switches the path checks off; Landlock "
+    "still refuses (EACCES), but nothing is recorded and the cell is 'ok'"))
+@attack("guard_rebind")
+def test_rebinding_what_the_guard_calls_is_reported(corpus):
+    assert_clear(corpus.run("guard_rebind"), "killed", "violation", *REBOUND.values())
 
 
 # --- resource limits ----------------------------------------------------------------------------
@@ -733,13 +872,10 @@ def test_allocating_50_gb_is_killed_for_memory(corpus):
     assert_clear(corpus.run("memory_50gb"), "killed", "memory", "allocate")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "inconsistent reason: an allocation failure while the module loads becomes "
-    "ObjectiveError('import'), and sandbox_child uses failure_reason(exc) instead of "
-    "failure_reason(exc.__cause__ or exc): 'failed/objective' instead of 'killed/memory'"))
 @attack("memory_at_import")
 def test_allocating_50_gb_at_import_is_killed_for_memory(corpus):
-    assert_clear(corpus.run("memory_at_import"), "killed", "memory", "allocate")
+    assert_clear(corpus.run("memory_at_import"), "killed", "memory", "allocate",
+                 "memory_at_import.py raised")
 
 
 @attack("spin_forever")
@@ -779,6 +915,19 @@ def test_os_exit_is_a_crash(corpus):
     assert_clear(corpus.run("os_exit"), "failed", "crash", "exited with status 3")
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "infrastructure impersonation: sandbox.py turns exit status 71 (SETUP_FAILED) without a "
+    "report into SandboxUnavailable, but the objective can exit 71 itself: "
+    "run_cells_sandboxed raises, the worker retries the group with backoff and finally "
+    "stores failed/infrastructure 'not caused by the objective' (validation likewise says "
+    "the server's sandbox is unavailable)"))
+@attack("fake_setup_failure")
+def test_exiting_with_the_setup_failure_status_is_a_crash(corpus):
+    run = corpus.run("fake_setup_failure")
+    assert run.raised is None, f"{type(run.raised).__name__}: {run.raised}"
+    assert_clear(run, "failed", "crash", "exited with status 71")
+
+
 @pytest.mark.parametrize("case", ["segfault_ctypes", "segfault_faulthandler"])
 def test_a_segfault_is_a_crash_or_a_violation(corpus, case):
     r = corpus.result(case)
@@ -802,13 +951,11 @@ def test_a_nan_loss_diverges(corpus):
     assert "test_acc" not in r.metrics
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "contract not enforced: harness.train.reduce_loss averages any non-scalar loss, so a "
-    "[B, C] loss trains silently ('ok'); it should raise 'the loss must be a scalar or "
-    "per-sample [B], got shape (B, C)'"))
 @attack("wrong_shape_loss")
 def test_a_wrong_shape_loss_fails_the_objective(corpus):
-    assert_clear(corpus.run("wrong_shape_loss"), "failed", "objective", "shape")
+    batch = SUITE.protocol["batch_size"]
+    assert_clear(corpus.run("wrong_shape_loss"), "failed", "objective", "ValueError",
+                 f"the loss must be a scalar or per-sample [B], got shape ({batch}, 10)")
 
 
 @attack("wrong_dtype_loss")
@@ -819,26 +966,20 @@ def test_a_wrong_dtype_loss_fails_the_objective(corpus):
 # --- outputs, reports and metrics -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", ["pickle_object_array", "pickle_raw_file"])
-def test_pickled_outputs_are_rejected_and_never_unpickled(corpus, case):
+@pytest.mark.parametrize(("case", "why"), [("pickle_object_array", "allow_pickle=False"),
+                                           ("pickle_raw_file", "not an .npz")])
+def test_pickled_outputs_are_rejected_and_never_unpickled(corpus, case, why):
     run = corpus.run(case)
-    assert_clear(run, "failed", "invalid-output", "pickle")
+    assert_clear(run, "failed", "invalid-output", "outputs are not plain numpy arrays", why)
     assert not Path(run.tokens["__HOSTILE_PICKLE_MARKER__"]).exists()
 
 
-@attack("zip_bomb_outputs")
-def test_a_decompression_bomb_is_rejected(corpus):
-    assert_clear(corpus.run("zip_bomb_outputs"), "failed", "invalid-output", "eval_predictions")
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "worker DoS: _read_outputs np.load()s every member of outputs.npz in full before the "
-    "judge checks shapes; a ~1 MB deflated member declaring 768 MiB is inflated in the "
-    "worker (a 512 MiB quota allows ~500 GB); check ZipInfo.file_size / the .npy headers "
-    "against the expected shapes before loading"))
-@attack("zip_bomb_outputs")
-def test_a_decompression_bomb_is_not_inflated_by_the_worker(corpus):
-    run = corpus.run("zip_bomb_outputs")
+@pytest.mark.parametrize(("case", "why"), [
+    ("zip_bomb_outputs", "outputs must be stored uncompressed"),
+    ("npy_header_bomb", "outputs are not plain numpy arrays")])
+def test_a_decompression_bomb_is_rejected_without_inflating_it(corpus, case, why):
+    run = corpus.run(case)
+    assert_clear(run, "failed", "invalid-output", why)
     if run.peak_growth is None:
         pytest.skip("cannot reset the peak RSS (/proc/self/clear_refs) here")
     assert run.peak_growth < 256 << 20, f"the worker grew by {run.peak_growth >> 20} MiB"
@@ -854,74 +995,95 @@ def test_faked_metrics_inside_do_not_change_the_judged_ones(corpus):
 
 
 @attack("tamper_report")
-def test_a_forged_report_does_not_forge_metrics(corpus):
+def test_a_forged_report_is_scored_as_what_it_returned(corpus):
     run = corpus.run("tamper_report")
-    r = run.result
-    assert_no_secret(run)
-    if r.status == "ok":  # it was scored as exactly what it returned: all zeros
-        assert set(r.metrics) == METRICS
-        assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
-        assert r.metrics["test_acc"] < 0.2
-    else:
-        assert r.status in ("failed", "killed") and r.reason in REASONS and r.error
+    r = assert_clear(run, "ok", "")  # the error was erased from the report: judged as returned
+    assert set(r.metrics) == METRICS
+    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
+    assert r.metrics["test_acc"] < 0.2  # the all-zero model predicts class 0 everywhere
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the judge takes each cell's wall_time from the child's report (report['wall_time']), "
-    "which the objective controls: a forged 0.001 s is stored; use the parent's measurement"))
 @attack("tamper_report")
 def test_a_forged_report_does_not_forge_the_wall_time(corpus):
     run = corpus.run("tamper_report")
-    assert run.result.wall_time > 0.01, run.result.wall_time
+    assert 0.05 < run.result.wall_time <= run.seconds, (run.result.wall_time, run.seconds)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "protocol bypass: the noisy-labels trainer returns predictions, not weights, so an "
-    "objective can monkeypatch train_members in its process and return any classifier's "
-    "predictions (here 1-NN, ~0.98 vs ~0.53 for the one-epoch MLP); return the trained "
-    "parameters and predict in the parent, as the certified suite does"))
 @attack("swap_predictions")
-def test_swapped_predictions_do_not_improve_the_score(corpus):
-    run = corpus.run("swap_predictions")
+def test_swapped_predictions_are_rejected(corpus):
+    assert_clear(corpus.run("swap_predictions"), "failed", "invalid-output",
+                 "the returned last-epoch predictions do not come from the returned weights")
+
+
+@attack("fake_earlier_epochs")
+def test_faked_earlier_epochs_leave_the_final_accuracy_honest(corpus):
+    run = corpus.run("fake_earlier_epochs")
     r = assert_clear(run, "ok", "")
-    assert r.metrics["test_acc"] < 0.9, r.metrics
+    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])  # from the weights
+    assert r.metrics["test_acc"] < 0.9
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "violations are only recorded in the child's own report, written by code running in "
-    "the objective's interpreter: monkeypatching json.dumps erases them (and forges the "
-    "isolation record): 'ok' instead of a violation"))
+    "documented design limit (suites/noisy_labels/protocol.py: judge): only the last "
+    "epoch's predictions are recomputed from the returned weights; earlier epochs' "
+    "predictions, which give the curve, best_test_acc and best_epoch, are the trainer's "
+    "word, so 1-NN predictions for epoch 1 report best_test_acc ~0.98 at best_epoch 1 "
+    "(the honest 2-epoch model reaches ~0.8)"))
+@attack("fake_earlier_epochs")
+def test_faked_earlier_epochs_do_not_inflate_the_best_epoch(corpus):
+    r = corpus.result("fake_earlier_epochs")
+    assert r.metrics["best_test_acc"] < 0.9, r.metrics
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "protocol bypass: training runs in the objective's interpreter, so it can wrap "
+    "train_members to train 8x the protocol's epochs (or change the optimizer, or fit the "
+    "unlabeled test inputs) and return consistent weights and predictions of the expected "
+    "shapes; the parent can verify that the predictions come from the weights, not how "
+    "the weights were trained: ~0.9 instead of the one-epoch ~0.53"))
+@attack("off_protocol_training")
+def test_training_off_the_protocol_does_not_improve_the_score(corpus):
+    run = corpus.run("off_protocol_training")
+    r = assert_clear(run, "ok", "")
+    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
+    assert r.metrics["test_acc"] < 0.7, r.metrics
+
+
 @attack("hide_violations")
 def test_hidden_violations_are_still_reported(corpus):
-    assert_clear(corpus.run("hide_violations"), "killed", "violation", "/etc/passwd")
+    assert_clear(corpus.run("hide_violations"), "killed", "violation",
+                 "sandbox: reading /etc/passwd is not allowed")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the cell's isolation record is merged from the child's report (report['isolation']), "
-    "which the objective controls: a forged record is stored with the result"))
-@attack("hide_violations")
+@attack("hide_violations", "fake_metrics")
 def test_the_isolation_record_cannot_be_forged(corpus):
-    sandbox = corpus.result("hide_violations").info["sandbox"]
-    assert "forged" not in sandbox and sandbox.get("landlock", {}).get("abi") != 99, sandbox
+    record = assert_layers(corpus.run("hide_violations"))
+    assert record == corpus.result("fake_metrics").info["sandbox"]  # an honest cell's
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "worker crash: _read_report catches only OSError/ValueError, and json.loads raises "
-    "RecursionError on deeply nested input, so run_cells_sandboxed raises (the cell is "
-    "retried as an infrastructure error)"))
+    "violations hidden: the guard streams each refusal to file descriptor 2, which the "
+    "objective can point elsewhere (os.dup2 of /dev/null) around a forbidden attempt, and "
+    "the copy in the child's report can be erased (json.dumps monkeypatched): the refused "
+    "read of /etc/passwd leaves no trace and the cell is 'ok'"))
+@attack("hide_violations_stderr")
+def test_violations_hidden_from_stderr_are_still_reported(corpus):
+    assert_clear(corpus.run("hide_violations_stderr"), "killed", "violation", "/etc/passwd")
+
+
 @attack("report_recursion_bomb")
 def test_a_recursion_bomb_report_fails_the_cell(corpus):
-    r = corpus.result("report_recursion_bomb")
-    assert r.status in ("failed", "killed") and r.reason in REASONS
+    # an unparsable report is no report: the child "ended without a result"
+    assert_clear(corpus.run("report_recursion_bomb"), "failed", "crash", "without a result")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "worker crash: the child's report is not validated: a list as 'isolation' raises "
-    "TypeError in run_child, a string 'wall_time' ValueError in the judge"))
-@attack("report_bad_types")
-def test_a_report_with_wrong_types_fails_the_cell(corpus):
-    r = corpus.result("report_bad_types")
-    assert r.status in ("ok", "failed") and r.reason in ("", *REASONS)
+@attack("report_bad_types", "fake_metrics")
+def test_a_report_with_wrong_types_is_reduced_to_what_the_parent_expects(corpus):
+    run = corpus.run("report_bad_types")
+    r = assert_clear(run, "ok", "")
+    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
+    assert isinstance(r.wall_time, float) and 0.05 < r.wall_time <= run.seconds
+    assert assert_layers(run) == corpus.result("fake_metrics").info["sandbox"]
 
 
 # --- the kernel layers alone (no Python guard) ----------------------------------------------------
@@ -931,42 +1093,57 @@ def test_a_report_with_wrong_types_fails_the_cell(corpus):
 @attack("kernel_read_passwd")
 def test_kernel_alone_refuses_reading_etc_passwd(corpus):
     run = corpus.run("kernel_read_passwd")
-    assert_clear(run, "failed", "objective", "PermissionError", "/etc/passwd")
+    assert_clear(run, "failed", "objective", "PermissionError",
+                 "[Errno 13] Permission denied: '/etc/passwd'")  # Landlock
     assert "root:x:0:0" not in run.text
+    assert_layers(run, python_guard=False)
 
 
 @needs_kernel
 @attack("kernel_tcp_connect")
 def test_kernel_alone_refuses_tcp_to_localhost(corpus):
     run = corpus.run("kernel_tcp_connect")
-    assert_clear(run, "failed", "objective")
-    assert any(e in run.result.error for e in ("PermissionError", "unreachable", "OSError"))
+    assert_clear(run, "failed", "objective", "PermissionError",
+                 "[Errno 1] Operation not permitted", "socket.socket(")  # seccomp
     assert corpus.tcp.got(run.tokens["__HOSTILE_MARKER__"]) == []
+    assert_layers(run, python_guard=False)
 
 
 @needs_kernel
 @attack("kernel_write_outside")
 def test_kernel_alone_refuses_writing_outside(corpus):
     run = corpus.run("kernel_write_outside")
-    assert_clear(run, "failed", "objective", "Permission denied")
+    assert_clear(run, "failed", "objective", "PermissionError",
+                 f"[Errno 13] Permission denied: '{run.tokens['__HOSTILE_ESCAPE__']}'")
     assert not Path(run.tokens["__HOSTILE_ESCAPE__"]).exists()
     assert not (REPO / f"{run.tokens['__HOSTILE_MARKER__']}.py").exists()
 
 
 @needs_kernel
 @pytest.mark.parametrize("case", ["kernel_grandchild_fork", "kernel_grandchild_fork@exec"])
-def test_kernel_alone_ends_a_forked_grandchild_with_the_cell(corpus, case):
+def test_kernel_alone_refuses_every_way_of_starting_a_process(corpus, case):
     run = corpus.run(case)
-    r = assert_clear(run, "ok", "")
-    assert "grandchild running: True" in r.output
+    r = assert_clear(run, "failed", "objective", "PermissionError",
+                     "[Errno 1] Operation not permitted")
+    refused = [line for line in r.output.splitlines() if ": refused: " in line]
+    assert not any(": started " in line for line in r.output.splitlines()), r.output
+    assert {line.split(":")[0] for line in refused} >= {"os.fork", "os.posix_spawn",
+                                                        "subprocess"}, r.output
+    for line in refused:  # seccomp: EPERM; clone3 ENOSYS (the C library falls back to clone)
+        expected = "[Errno 38]" if line.startswith("clone3") else "[Errno 1]"
+        assert expected in line, line
+    assert "grandchild running: False" in r.output
     assert run.survivors == [], run.survivors
+    assert_layers(run, python_guard=False)
 
 
 @needs_kernel
 @attack("kernel_symlink_outputs")
 def test_kernel_alone_keeps_symlinked_outputs_harmless(corpus):
     run = corpus.run("kernel_symlink_outputs")
-    assert_clear(run, "failed", "crash")
+    r = assert_clear(run, "failed", "crash", "without a result")
+    # the child's own report write through the symlink: Landlock refuses it
+    assert "PermissionError: [Errno 13] Permission denied: 'report.json'" in r.output
     assert hashlib.sha256(corpus.victim.read_bytes()).hexdigest() == corpus.victim_digest
 
 
@@ -977,17 +1154,20 @@ def test_kernel_alone_keeps_signals_inside(corpus):
     r = assert_clear(run, "ok", "")
     assert "signalled" not in r.output and r.output.count("refused:") >= 3, r.output
     assert corpus.canary.poll() is None
+    # the worker's and the canary's pids do not exist in the sandbox's PID namespace
+    for pid in (run.tokens["__HOSTILE_TEST_PID__"], run.tokens["__HOSTILE_CANARY_PID__"]):
+        assert f"{pid} refused: [Errno 3] No such process" in r.output, r.output
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ESCAPE: no kernel layer covers pathname Unix sockets (connect() and sendto() to a "
-    "socket outside the sandbox succeed); see the guard_tamper test; fix with seccomp "
-    "denying socket() (the trainer needs none) or a private filesystem view"))
 @needs_kernel
 @attack("kernel_unix_socket")
 def test_kernel_alone_refuses_unix_sockets_outside(corpus):
     run = corpus.run("kernel_unix_socket")
+    r = assert_clear(run, "failed", "objective", "PermissionError",
+                     "[Errno 1] Operation not permitted", "socket.socket(socket.AF_UNIX")
+    assert "connected and sent" not in r.output
     assert corpus.unix.got(run.tokens["__HOSTILE_MARKER__"]) == []
+    assert_layers(run, python_guard=False)
 
 
 # --- the corpus itself, and the worker afterwards -------------------------------------------------
@@ -1007,8 +1187,8 @@ def test_the_worker_survives_the_corpus(corpus):
     assert runs, "no hostile case ran"
     for run in runs:
         assert_no_secret(run)
-    # nothing escaped over TCP, and nothing from any cell is still running
-    assert corpus.tcp.received == []
+    # nothing escaped over TCP or a Unix socket, and nothing from any cell is still running
+    assert corpus.tcp.received == [] and corpus.unix.received == []
     assert processes_touching(str(corpus.base)) == []
     assert list(corpus.base.iterdir()) == []  # every work directory was removed
     # a normal objective in this same process still trains and is judged

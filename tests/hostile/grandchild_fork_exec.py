@@ -2,8 +2,9 @@
 preexec_fn runs Python in the forked process, which makes a marker directory, keeps a file
 open in it and sleeps for 10 minutes; then the objective trains normally.
 
-Expected: the grandchild does not survive the cell (PID namespace); starting a process is
-forbidden, so the cell should also be reported as a sandbox violation.
+Expected: the seccomp filter refuses the clone (EPERM), so no grandchild ever exists
+(``failed``/``objective``); starting a process is forbidden, so the cell should also be
+reported as a sandbox violation.
 """
 
 import os

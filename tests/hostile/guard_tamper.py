@@ -1,10 +1,12 @@
-"""Disables the audit-hook guard from inside (it is plain Python in the same interpreter:
-harness.sandbox_guard._REFUSED.clear()), then forks a grandchild that sleeps holding a
-marker, connects to a Unix socket the test listens on outside the sandbox, and tries TCP to
-the test's server on 127.0.0.1; then trains normally.
+"""Tries to disable the audit-hook guard from inside by clearing the module-level table of
+refused events (harness.sandbox_guard._REFUSED.clear()), then forks a grandchild that
+sleeps holding a marker, connects to a Unix socket the test listens on outside the
+sandbox, and tries TCP to the test's server on 127.0.0.1, swallowing every error; then
+trains normally.
 
-Expected: the kernel layers still hold - no TCP connection, no surviving grandchild, no
-connection to the outside Unix socket - and the tampering is reported as a violation.
+Expected: the guard's state is bound in its closure, so clearing the table changes
+nothing: every attempt is refused and reported (``killed``/``violation``), nothing reaches
+either listener and no grandchild exists.
 """
 
 import os

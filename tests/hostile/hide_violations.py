@@ -2,7 +2,9 @@
 monkeypatches json.dumps so that the report the child writes has no violations and a
 forged isolation record; trains normally.
 
-Expected: the refused read is still reported: ``killed``/``violation``.
+Expected: the guard streamed the refusal to the parent as it happened, and the parent
+records the isolation itself: ``killed``/``violation`` naming /etc/passwd, and no trace
+of the forged record.
 """
 
 import json

@@ -1,7 +1,8 @@
 """Run without the Python guard: connects over TCP to the test's server on 127.0.0.1.
 
-Expected: the network namespace (only a down loopback) and Landlock's TCP rules refuse it:
-``failed``, reason ``objective`` with an OSError; the server accepts nothing.
+Expected: the seccomp filter refuses socket() itself (EPERM; behind it, the network
+namespace has only a down loopback and Landlock refuses TCP connect): ``failed``/
+``objective`` with "Operation not permitted"; the server accepts nothing.
 """
 
 import socket

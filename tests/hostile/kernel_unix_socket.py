@@ -2,8 +2,8 @@
 outside the sandbox (a stand-in for /var/run/postgresql/.s.PGSQL.5432 or a Redis socket)
 and sends a token; also a datagram to a second one.
 
-Expected: the kernel layers refuse it: ``failed`` with an OSError; the test's sockets
-receive nothing.
+Expected: the seccomp filter refuses socket() itself (EPERM): ``failed``/``objective``
+with "Operation not permitted"; the test's sockets receive nothing.
 """
 
 import socket

@@ -1,6 +1,7 @@
 """Allocates 50 GB while the module loads (not inside the loss).
 
-Expected: the same as inside the loss: ``killed``, reason ``memory``.
+Expected: the same as inside the loss (the load error's cause is classified):
+``killed``, reason ``memory``.
 """
 
 import torch

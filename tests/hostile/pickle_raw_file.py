@@ -1,7 +1,8 @@
 """Writes a raw pickle (not an .npz archive) as outputs.npz, by monkeypatching numpy.savez;
 unpickling it would create a marker file outside the sandbox.
 
-Expected: ``failed``, reason ``invalid-output``; the marker is never created.
+Expected: ``failed``, reason ``invalid-output`` (not an .npz archive); the marker is
+never created.
 """
 
 import pickle

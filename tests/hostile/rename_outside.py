@@ -2,8 +2,9 @@
 whose destination (not source) is outside, and os.open relative to a directory descriptor of
 /proc (self/root/etc/passwd); swallows the errors and trains normally.
 
-Expected: the kernel refuses all of it (nothing appears outside), and trying is reported as
-a sandbox violation.
+Expected: the kernel refuses all of it (nothing appears outside), and every attempt is
+reported as a sandbox violation (the guard checks the destinations of rename, link and
+symlink; not yet the dir_fd-relative open, whose audit event carries no dir_fd).
 """
 
 import os

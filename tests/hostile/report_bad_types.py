@@ -1,8 +1,9 @@
 """Makes the child write a well-formed report.json with fields of the wrong types: the
 isolation record a list, wall_time a string.
 
-Expected: the worker validates the untrusted report: a clear cell status, never an
-exception out of run_cells_sandboxed.
+Expected: the worker keeps only fields of the expected types and records the isolation
+and wall time itself: an ``ok`` cell with the parent's isolation record and wall time,
+never an exception out of run_cells_sandboxed.
 """
 
 import json

@@ -1,9 +1,9 @@
 """Makes the child write a report.json that crashes the parent's JSON parser: 100,000
 nested arrays (under the 1 MiB report cap), by monkeypatching json.dumps.
 
-Expected: the worker treats the report as untrusted input: a clear ``failed`` cell (e.g.
-``crash``), never an exception out of run_cells_sandboxed (which a worker would retry as
-an infrastructure error).
+Expected: the worker treats the report as untrusted input: an unreadable report is no
+report, so a ``failed``/``crash`` cell, never an exception out of run_cells_sandboxed
+(which a worker would retry as an infrastructure error).
 """
 
 import json

@@ -1,9 +1,9 @@
 """Reads other cells' work directories: lists the directory its own work directory lives in
 (where concurrently running cells have theirs) and reads their inputs and objectives.
 
-Expected: only its own work directory is reachable: Landlock refuses listing the parent
-directory (the guard does not audit directory listings, so the cell fails with that
-PermissionError; a refused read would make it a violation); nothing of a sibling leaks.
+Expected: only its own work directory is reachable. Both directories listed are
+ancestors of the work directory, which the guard lets the import system list, so it is
+Landlock that refuses (EACCES): ``failed``/``objective``; nothing of a sibling leaks.
 """
 
 import os

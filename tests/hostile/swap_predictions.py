@@ -2,8 +2,8 @@
 that the test predictions come from a 1-nearest-neighbour classifier on the training set
 (not from the protocol's model trained with this loss), and trains as usual otherwise.
 
-Expected: the judge scores the protocol's model: a one-epoch MLP here, far below what
-1-NN reaches on digits (~0.98).
+Expected: the parent recomputes the last epoch's predictions from the returned weights,
+and the swapped ones disagree with them: ``failed``/``invalid-output``.
 """
 
 import torch

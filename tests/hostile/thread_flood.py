@@ -1,7 +1,9 @@
-"""Starts 512 threads (small stacks, each sleeping briefly) under a 64-process limit: the
-harmless, bounded version of a thread bomb that would exhaust the machine's pids.
+"""Starts up to 512 threads (small stacks, each sleeping briefly) under a 64-process limit:
+the harmless, bounded version of a thread bomb that would exhaust the machine's pids.
+Prints how many it got before the first refusal.
 
-Expected: the process limit (threads count) stops it: a failed cell naming threads.
+Expected: the job's pids cgroup (threads count) stops it near the limit: a ``failed``
+cell (``objective``: RuntimeError "can't start new thread").
 """
 
 import threading
@@ -10,12 +12,16 @@ import time
 import torch.nn.functional as F
 
 threading.stack_size(1 << 16)
-threads = [threading.Thread(target=time.sleep, args=(2,)) for _ in range(512)]
-for t in threads:
-    t.start()
-print(f"{threading.active_count()} threads running")
-for t in threads:
-    t.join()
+started = []
+try:
+    for _ in range(512):
+        thread = threading.Thread(target=time.sleep, args=(1,))
+        thread.start()
+        started.append(thread)
+finally:
+    print(f"threads started: {len(started)}")
+for thread in started:
+    thread.join()
 
 
 def classification_loss(logits, targets):

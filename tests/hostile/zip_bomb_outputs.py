@@ -1,8 +1,9 @@
 """A decompression bomb as outputs.npz: monkeypatches numpy.savez to write one deflated
 member that declares 768 MiB of int64 zeros (about 1 MB on disk, far under the disk
-quota), which the parent inflates when it loads the outputs.
+quota), which the parent would inflate if it loaded the outputs.
 
-Expected: rejected as ``invalid-output`` without the worker allocating the declared size.
+Expected: rejected as ``invalid-output`` (members must be stored uncompressed) without the
+worker allocating the declared size.
 """
 
 import zipfile
