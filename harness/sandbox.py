@@ -43,8 +43,8 @@ import numpy as np
 
 from harness import sandbox_launch as launcher
 from harness import seccomp
-from harness.sandbox_child import SETUP_FAILED
-from harness.sandbox_guard import MARKER
+from harness.sandbox_child import READY, SETUP_FAILED
+from harness.sandbox_guard import MARKER, VIOLATION_EXIT
 from harness.sandbox_launch import SandboxUnavailable, isolation_support
 
 __all__ = ["ChildOutcome", "Limits", "SandboxUnavailable", "isolation_support",
@@ -204,8 +204,11 @@ def _sandboxed(fields: dict[str, Any], inputs: Mapping[str, np.ndarray], code: s
                reader: Callable[[Path, float], dict[str, Any]] | None = None) -> ChildOutcome:
     support = launcher.isolation_support()
     strict = os.environ.get("HARNESS_SANDBOX_STRICT", "") == "1"
-    if strict and not (support["namespaces"] and support["landlock"]):
+    if strict and not (support["namespaces"] and support["landlock"] and seccomp.supported()):
         raise SandboxUnavailable(f"HARNESS_SANDBOX_STRICT=1 but this machine offers {support}")
+    if strict and os.environ.get("HARNESS_SANDBOX_MODE") == "exec":
+        raise SandboxUnavailable("HARNESS_SANDBOX_STRICT=1 needs the fork server: exec mode "
+                                 "has no pids cgroup and no noexec work directory")
     base = os.environ.get("HARNESS_SANDBOX_DIR") or None
     workdir = Path(tempfile.mkdtemp(prefix="harness-sandbox-", dir=base))
     uid = launcher.sandbox_uid(support)
@@ -343,8 +346,13 @@ def _supervise(spec: launcher.Launch, limits: Limits, heartbeat: Callable[[], No
         outcome.reason, outcome.error = reason, _limit_message(reason, limits, capture.total)
         return outcome
     outcome.report = reader(spec.workdir, outcome.wall_time)
-    if code == SETUP_FAILED and not outcome.report:
+    if code == SETUP_FAILED and not capture.ready:
         raise SandboxUnavailable(f"the sandbox could not be set up: {outcome.output[-500:]}")
+    if code == VIOLATION_EXIT:
+        outcome.reason = "violation"
+        outcome.error = "\n".join(outcome.violations) or (
+            "the objective attempted a forbidden action (its report of it was hidden)")
+        return outcome
     if code != 0 or not outcome.report:
         outcome.reason, outcome.error = _exit_reason(code, cpu, limits)
         return outcome
@@ -455,6 +463,7 @@ class _Capture:
         self.tail = bytearray()
         self.total = 0
         self.violations: list[str] = []
+        self.ready = False  # the child said it is locked down
         self._line = bytearray()  # the current line, scanned for the guard's marker
         self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self.thread.start()
@@ -478,6 +487,8 @@ class _Capture:
         lines = (bytes(self._line) + chunk).split(b"\n")
         self._line = bytearray(lines.pop()[-4096:])
         for line in lines:
+            if not self.ready and line == READY.encode():
+                self.ready = True
             if line.startswith(marker) and len(self.violations) < 20:
                 self.violations.append(line[len(marker):].decode("utf-8", "replace")[:500])
 
@@ -485,7 +496,7 @@ class _Capture:
         self.thread.join(timeout=5)
 
     def text(self) -> str:
-        text = self.head.decode("utf-8", "replace")
+        text = self.head.decode("utf-8", "replace").replace(READY + "\n", "", 1)
         if self.total > len(self.head):
             skipped = self.total - len(self.head) - min(len(self.tail),
                                                         self.total - len(self.head))

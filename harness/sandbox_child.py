@@ -19,6 +19,7 @@ from pathlib import Path
 
 # Reading these could leak labels or secrets; the child never needs them.
 SETUP_FAILED = 71  # exit status: a requested isolation layer could not be applied
+READY = "[sandbox ready]"  # stderr line once locked down, before the objective loads
 DENIED_PACKAGES = ("sklearn", "scikit_learn", "webapp", "tasks", "django", "celery", "kombu",
                    "redis", "psycopg", "sqlalchemy", "django_celery_results")
 
@@ -97,6 +98,7 @@ def _lock_down(workdir: Path, job: dict) -> list[str]:
     guard = Guard(read, write)
     if job.get("python_guard", True):
         guard.install()
+    print(READY, file=sys.stderr, flush=True)  # from here on, an exit is the objective's
     return guard.violations
 
 

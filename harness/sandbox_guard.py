@@ -39,6 +39,7 @@ _PATH_WRITES = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "o
 _TWO_PATHS = {"os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.move"}
 _PATH_READS = {"os.listdir", "os.scandir"}
 MARKER = "[sandbox violation] "  # streamed to stderr as it happens: the parent records it
+VIOLATION_EXIT = 73  # the child's exit status after a refusal: nothing runs past one
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
@@ -47,9 +48,10 @@ class SandboxViolation(PermissionError):
 
 
 class Guard:
-    """The hook's state is bound in a closure over immutable values; ``violations`` is a
-    copy for the report, and each refusal is also written to stderr the moment it happens
-    (the parent reads it from there, so erasing the report does not hide it)."""
+    """The hook's state and helpers are bound in a closure at install time. A refusal is
+    written to stderr and ends the process at once (status ``VIOLATION_EXIT``), so an
+    objective can neither catch it nor erase the record; the parent reports the cell as
+    killed for a violation. Still best effort: the kernel layers are what is relied on."""
 
     def __init__(self, read: Iterable[str], write: Iterable[str]) -> None:
         self.read = tuple(_real(p) for p in read)
@@ -67,7 +69,8 @@ def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
                                           frozenset(_PATH_READS))
     readable = read + write
     pid = os.getpid()
-    emit = os.write
+    emit, end, fsdecode = os.write, os._exit, os.fsdecode
+    realpath, abspath = os.path.realpath, os.path.abspath
 
     def refuse(what: str) -> None:
         message = f"sandbox: {what} is not allowed"
@@ -75,13 +78,12 @@ def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
             record.append(message)
         try:
             emit(2, f"\n{MARKER}{message}\n".encode())
-        except OSError:
-            pass
-        raise SandboxViolation(message)
+        finally:
+            end(VIOLATION_EXIT)
 
     def check(path: object, writing: bool, listing: bool = False) -> None:
         try:
-            real = _real(os.fsdecode(path))  # type: ignore[arg-type]
+            real = realpath(abspath(fsdecode(path)))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return
         allowed = write if writing else readable

@@ -8,6 +8,7 @@ the trusted imports and before the objective loads, makes the kernel refuse:
 - ``fork``, ``vfork``, and ``clone`` without ``CLONE_THREAD`` (threads stay allowed:
   the BLAS and OpenMP pools need them); ``clone3`` answers ENOSYS so the C library
   falls back to ``clone``, whose flags the filter can read;
+- ``memfd_create``/``memfd_secret`` (native code imported from an anonymous file);
 - ``execve``/``execveat``, ``ptrace``, ``process_vm_*``, namespaces, mounts, ``bpf``,
   ``userfaultfd``, ``perf_event_open``, ``io_uring``, kernel keyrings;
 - any other ABI (32-bit or x32 system calls on x86-64): the process is killed.
@@ -39,6 +40,8 @@ _CALLS = {
     "userfaultfd": (323, 282), "perf_event_open": (298, 241), "io_uring_setup": (425, 425),
     "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "keyctl": (250, 219),
     "add_key": (248, 217), "request_key": (249, 218),
+    # anonymous files that could be mapped executable (a native module from memory)
+    "memfd_create": (319, 279), "memfd_secret": (447, 447),
 }
 _CLONE, _CLONE3 = (56, 220), (435, 435)
 _ARCH = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
