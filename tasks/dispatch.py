@@ -30,13 +30,14 @@ def enqueue(submission: Submission) -> int:
     return enqueue_cells(submission.cells.filter(status=Cell.QUEUED))
 
 
-def enqueue_cells(cells) -> int:
-    """Send the groups covering ``cells`` (a queryset of queued cells)."""
+def enqueue_cells(cells, connection=None) -> int:
+    """Send the groups covering the queued ones of ``cells`` (a queryset), through the app's
+    broker or the given kombu ``connection``."""
     sent = 0
-    for group in groups(cells):
+    for group in groups(cells.filter(status=Cell.QUEUED)):
         for part in split(group):
             try:
-                send(part)
+                send(part, connection=connection)
             except Exception:  # noqa: BLE001 - the broker is down: the reaper resends
                 log.exception("could not send %s; it stays queued for the reaper", part)
                 return sent
@@ -54,13 +55,13 @@ def route(group: Group) -> dict:
             "soft_time_limit": soft, "time_limit": hard}
 
 
-def send(group: Group) -> None:
+def send(group: Group, connection=None) -> None:
     from tasks.tasks import run_group
 
     (variant,) = group.variants  # a task trains one variant's seeds
     run_group.apply_async(
         args=[group.version_id, group.suite, group.suite_version, variant, list(group.seeds)],
-        **route(group))
+        connection=connection, **route(group))
 
 
 def split(group: Group) -> list[Group]:

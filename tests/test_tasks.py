@@ -59,7 +59,7 @@ def sent(monkeypatch):
     """Messages dispatch would send: (args, options) per apply_async call."""
     calls = []
     monkeypatch.setattr(task_module.run_group, "apply_async",
-                        lambda args, **options: calls.append((args, options)))
+                        lambda args, connection=None, **options: calls.append((args, options)))
     return calls
 
 
@@ -97,10 +97,11 @@ def test_app_is_configured_for_reliable_delivery():
     assert visibility >= limits.longest_hard_limit(suites) + limits.VISIBILITY_MARGIN
 
 
-def test_broker_defaults_to_the_embedded_filesystem_transport(settings):
+def test_broker_defaults_to_the_embedded_filesystem_transport(settings, tmp_path):
     from tasks.celery import config
 
     settings.CELERY_BROKER_URL = "filesystem://"
+    settings.BROKER_DIR = tmp_path / "broker"
     conf = config()
     options = conf["broker_transport_options"]
     assert conf["broker_url"] == "filesystem://"
@@ -505,3 +506,98 @@ def test_cells_held_query_only_matches_the_claims_attempt(version):
     assert Cell.objects.filter(storage.held(claim)).count() == 1
     assert Cell.objects.filter(storage.held({cells[0].pk: 7})).count() == 0
     assert Cell.objects.filter(storage.held({}) | Q(pk=-1)).count() == 0
+
+
+# --- one command on a laptop: the web app and a worker, no server to install ------------
+
+
+SETUP = """
+from django.contrib.auth.models import User
+from harness.objectives.loading import load_objective
+from webapp import runner, storage
+from webapp.models import Cell, Submission
+suite = runner.suite_at("noisy-labels", "1.0+e2")
+version = storage.version_for(load_objective("ce"))
+user = User.objects.create_user("laptop")
+cells = [Cell.objects.create(version=version, suite="noisy-labels", suite_version="1.0+e2",
+                             variant=v, seed=s, variant_hash=suite.variant(v).config_hash(suite))
+         for v in ("clean", "sym-0.4") for s in (0, 1)]
+submission = Submission.objects.create(owner=user, version=version, suites=["noisy-labels"])
+submission.cells.set(cells)
+runner.enqueue(submission)
+print("SUBMISSION", submission.pk)
+"""
+
+
+@pytest.mark.slow
+def test_serve_with_worker_runs_submissions_on_the_embedded_broker(tmp_path):
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    from tests.conftest import cli_environment
+
+    root = Path(__file__).resolve().parent.parent
+    env = cli_environment(tmp_path / "home")  # SQLite and the embedded broker, no servers
+    env = {k: v for k, v in env.items() if not k.startswith(("HARNESS_BROKER", "CELERY_"))}
+    env.update({"C_FORCE_ROOT": "1", "HARNESS_TORCH_THREADS": "1", "HARNESS_RUNNER": "none"})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen([sys.executable, "manage.py", "serve", f"127.0.0.1:{port}",
+                              "--with-worker"], cwd=root, env=env, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path):
+        with urllib.request.urlopen(base + path, timeout=10) as response:
+            return response.read().decode()
+
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                get("/api/")
+                break
+            except OSError:
+                assert serve.poll() is None and time.monotonic() < deadline, (
+                    (tmp_path / "serve.log").read_text())
+                time.sleep(0.2)
+        # The web app's runner inside serve is the worker; this shell sends like it would.
+        setup_env = {**env, "HARNESS_RUNNER": "tasks.dispatch:enqueue"}
+        out = subprocess.run([sys.executable, "manage.py", "shell", "-c", SETUP], cwd=root,
+                             env=setup_env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        submission = int(out.stdout.split("SUBMISSION")[1])
+        deadline = time.monotonic() + 120
+        while True:
+            state = json.loads(get(f"/runs/{submission}/status.json"))
+            if state["finished"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert state["finished"] and state["counts"]["ok"] == 4, (
+            state, (tmp_path / "serve.log").read_text()[-4000:])
+        assert {c["worker"] for c in state["cells"]} == {f"local@{socket.gethostname()}"}
+    finally:
+        serve.terminate()  # serve stops the web server and the worker itself
+        try:
+            serve.wait(timeout=60)
+        finally:
+            left = [p for p in Path("/proc").iterdir() if p.name.isdigit()
+                    and _group_of(p) == serve.pid]
+            if left:
+                os.killpg(serve.pid, 9)
+    assert not left, "serve left processes behind"
+
+
+def _group_of(proc) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -448,7 +448,7 @@ def reason_text(cell: Cell, owner: bool = False) -> str:
         step = "" if cell.diverged_step is None else f" at step {cell.diverged_step}"
         return f"non-finite loss{step}"
     if cell.status == Cell.QUEUED and cell.attempts:
-        return f"waiting to run again (attempt {cell.attempts + 1}): its worker was lost"
+        return f"waiting to run again (attempt {cell.attempts + 1})"
     if cell.status not in STATUS_WORDS:
         return ""
     words = STATUS_WORDS[cell.status]

@@ -44,6 +44,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, addrport: str, with_worker: bool, concurrency: int, queues: str,
                gunicorn: bool, no_migrate: bool, **options):
+        signal.signal(signal.SIGTERM, _interrupt)  # `kill`, `docker stop`: stop both cleanly
         if not no_migrate:
             call_command("migrate", verbosity=0, interactive=False)
         env = dict(os.environ)
@@ -61,6 +62,10 @@ class Command(BaseCommand):
         return_code = supervise(processes)
         if return_code:
             sys.exit(return_code)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def worker_command(queues: str, concurrency: int) -> list[str]:
