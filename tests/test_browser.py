@@ -123,3 +123,56 @@ def test_broken_file_shows_the_validator_message_on_the_form(page):
 
     assert not Objective.objects.filter(slug="broken-loss").exists()
     assert not Cell.objects.filter(version__objective__slug="broken-loss").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_status_page_follows_a_cell_through_requeue_to_killed_with_owner_details(page, browser):
+    """No training: the cells' states are written here and the page must follow them live
+    (attempts, worker, the typed reason in words; error and output for the owner only)."""
+    from django.contrib.auth.models import User
+
+    from harness.objectives.loading import load_objective
+    from webapp import storage
+    from webapp.models import Cell, Submission
+    from webapp.runner import suite_at
+
+    sign_up(page, "hana")
+    suite = suite_at("noisy-labels", "1.0+e1")
+    version = storage.version_for(load_objective("ce"))
+    owner = User.objects.get(username="hana")
+    cells = [Cell.objects.create(version=version, suite=suite.name, suite_version=suite.version,
+                                 variant=v, seed=0,
+                                 variant_hash=suite.variant(v).config_hash(suite))
+             for v in ("clean", "sym-0.4")]
+    submission = Submission.objects.create(owner=owner, version=version, suites=[suite.name])
+    submission.cells.set(cells)
+    killed, ok = cells
+    Cell.objects.filter(pk=killed.pk).update(status="running", attempts=1, worker="cpu@box-1")
+    page.goto(page.base + f"/runs/{submission.pk}/")
+    row = page.locator(f'tr[data-cell="{killed.pk}"]')
+    assert row.locator(".worker").inner_text() == "cpu@box-1"
+    assert row.locator(".cell-details").is_hidden()
+
+    # The worker dies: the cell is queued again, then a second worker's sandbox kills it.
+    Cell.objects.filter(pk=killed.pk).update(status="queued", worker="")
+    page.wait_for_selector(f'tr[data-cell="{killed.pk}"] .reason-text:has-text("attempt 2")')
+    Cell.objects.filter(pk=killed.pk).update(
+        status="killed", reason="memory", attempts=2, worker="cpu@box-2",
+        error="MemoryError: owner-only-error-5d1", output="owner-only-output-5d1")
+    Cell.objects.filter(pk=ok.pk).update(status="ok", attempts=1, worker="cpu@box-2")
+    page.wait_for_selector("#run-state:has-text('Finished')")
+    assert row.locator(".st").inner_text() == "killed"
+    assert row.locator(".st").get_attribute("data-reason") == "memory"
+    assert row.locator(".attempts").inner_text() == "2"
+    assert row.locator(".worker").inner_text() == "cpu@box-2"
+    assert "ran out of memory" in row.locator(".reason-text").inner_text()
+    assert page.locator("span[data-count=killed]").inner_text() == "1"
+    row.locator(".cell-details summary").click()
+    assert row.locator(".cell-error").inner_text() == "MemoryError: owner-only-error-5d1"
+    assert row.locator(".cell-output").inner_text() == "owner-only-output-5d1"
+
+    page.click("header button:has-text('Log out')")
+    sign_up(page, "ivan")
+    page.goto(page.base + f"/runs/{submission.pk}/")
+    assert "ran out of memory" in page.inner_text(f'tr[data-cell="{killed.pk}"]')
+    assert "owner-only" not in page.content()
