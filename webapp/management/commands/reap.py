@@ -31,7 +31,7 @@ class Command(BaseCommand):
             send = _through_runner
         done = reap(send=send)
         self.stdout.write(f"queued again: {len(done['released'])} cell(s); "
-                          f"sent: {len(done['resent'])} cell(s)")
+                          f"{'to send' if no_send else 'sent'}: {len(done['resent'])} cell(s)")
 
 
 def _nothing(cells) -> int:
