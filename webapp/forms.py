@@ -2,8 +2,9 @@
 
 The submission form validates the code with the engine's validator, in the sandbox
 (never in the web process), before anything is stored or queued, enforces the limits
-(size, UTF-8, per-user queued cells) and, once valid, ``save()`` creates the objective, its version, the cells and the
-submission in one transaction, and hands the submission to the runner on commit.
+(size, UTF-8, per-user queued cells) and, once valid, ``save()`` creates the
+objective, its version, the cells and the submission in one transaction, and hands
+the submission to the runner on commit.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from webapp.models import Cell, Objective, ObjectiveVersion, Submission
 log = logging.getLogger(__name__)
 
 HYPERPARAMETER_PROBLEMS = ("unknown-hyperparameter", "bad-override")
-RETRIED = (Cell.FAILED, Cell.TIMEOUT)  # a resubmission runs these cells again
+RETRIED = (Cell.FAILED, Cell.TIMEOUT, Cell.KILLED)  # a resubmission runs these cells again
 
 
 def suites_for(objective: LoadedObjective) -> list[Suite]:
@@ -284,9 +285,12 @@ def _queued_cell(version: ObjectiveVersion, suite: Suite, variant: str, seed: in
     cell, created = Cell.objects.get_or_create(
         version=version, suite=suite.name, suite_version=suite.version, variant=variant,
         seed=seed, defaults={"variant_hash": suite.variant(variant).config_hash(suite)})
-    if not created and cell.status in RETRIED:
-        cell.status, cell.error, cell.started_at, cell.finished_at = Cell.QUEUED, "", None, None
-        cell.save(update_fields=["status", "error", "started_at", "finished_at"])
+    if not created and cell.status in RETRIED:  # a fresh start: nothing of the last run
+        cell.status, cell.error, cell.reason, cell.output = Cell.QUEUED, "", "", ""
+        cell.started_at = cell.finished_at = cell.heartbeat_at = cell.enqueued_at = None
+        cell.worker = ""
+        cell.save(update_fields=["status", "error", "reason", "output", "started_at",
+                                 "finished_at", "heartbeat_at", "enqueued_at", "worker"])
     return cell
 
 
