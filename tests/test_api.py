@@ -409,3 +409,16 @@ def test_non_finite_values_are_null_not_nan(client, data):
     [record] = response.json()["results"]
     assert record["metrics"] == {"noise_rate": 0.4}  # a non-finite metric is not stored
     assert record["curves"]["train_loss"] == [1.0, None]
+
+
+def test_the_typed_reason_is_public_and_the_captured_output_never_served(client, data, users):
+    storage.store_results(data["open-loss"], SUITE, [CellResult(
+        "sym-0.6", 2, "killed", error="ran out of memory", reason="memory",
+        output=f"printed {SECRET}")], ENV)
+    [record] = _get(client, "/api/results?objective=open-loss&status=killed")["results"]
+    assert (record["status"], record["reason"]) == ("killed", "memory")
+    owner = Client()
+    owner.force_login(users[1])
+    for viewer in (client, owner):
+        body = viewer.get("/api/results?objective=open-loss&status=killed").content.decode()
+        assert SECRET not in body  # stdout/stderr is shown on the owner's run page only

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from suites.base import REASONS
+
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 200
 FINISHED = ("ok", "diverged", "failed", "timeout", "killed")
@@ -199,6 +201,8 @@ RESULT = obj({
     "variant_hash": STR,
     "seed": INT,
     "status": {"enum": list(STATUSES)},
+    "reason": {"enum": ["", *REASONS], "description": "why a cell ended failed, timeout or "
+               "killed: " + "; ".join(f"{k}: {v}" for k, v in REASONS.items())},
     "attempts": INT,
     "diverged_step": nullable(INT),
     "wall_time": NUM_OR_NULL,

@@ -194,7 +194,7 @@ def _objective(o: Objective) -> dict:
 
 
 RESULT_FIELDS = ("id", "version_id", "suite", "suite_version", "variant", "variant_hash", "seed",
-                 "status", "attempts", "diverged_step", "wall_time", "finished_at",
+                 "status", "reason", "attempts", "diverged_step", "wall_time", "finished_at",
                  "environment", "error", "version__label", "version__code_sha256",
                  "version__hyperparameters", "version__objective__slug",
                  "version__objective__visibility", "version__objective__owner_id")
@@ -226,7 +226,7 @@ def _results_page(request: HttpRequest, cells, curves: bool) -> dict:
             "code_sha256": c["version__code_sha256"],
             "hyperparameters": c["version__hyperparameters"],
             **{k: c[k] for k in ("suite", "suite_version", "variant", "variant_hash", "seed",
-                                 "status", "attempts", "diverged_step", "wall_time",
+                                 "status", "reason", "attempts", "diverged_step", "wall_time",
                                  "finished_at", "environment")},
             # A failure message can quote the objective's source: only for who may see it.
             "error": c["error"] if visible else None,
