@@ -26,6 +26,8 @@ import ctypes
 import json
 import os
 import resource
+import select
+import shutil
 import signal
 import socket
 import sys
@@ -68,7 +70,7 @@ def main() -> None:
             os.close(fd)
         os.close(status_write)
         control.sendall(json.dumps({"pid": middle, "pids_cgroup": bool(cgroup)}).encode())
-        _, wait_status, usage = os.wait4(middle, 0)
+        wait_status, usage = _wait(middle, control, request["workdir"])
         if cgroup:
             _remove_cgroup(cgroup)
         with os.fdopen(status_read, "rb") as f:
@@ -76,6 +78,26 @@ def main() -> None:
         control.sendall(json.dumps({
             "job": reported or None, "middle": os.waitstatus_to_exitcode(wait_status),
             "cpu": usage.ru_utime + usage.ru_stime}).encode())
+
+
+def _wait(middle: int, control: socket.socket, workdir: str) -> tuple[int, object]:
+    """Wait for the job; if the worker goes away meanwhile (its end of the socket closes),
+    kill the job and leave: no sandbox outlives the worker that supervises it."""
+    while True:
+        pid, status, usage = os.wait4(middle, os.WNOHANG)
+        if pid:
+            return status, usage
+        readable, _, _ = select.select([control], [], [], 0.2)
+        if readable and not control.recv(1 << 16):
+            for kill in (lambda: os.killpg(middle, signal.SIGKILL),
+                         lambda: os.kill(middle, signal.SIGKILL)):
+                try:
+                    kill()
+                except OSError:
+                    pass
+            os.waitpid(middle, 0)
+            shutil.rmtree(workdir, ignore_errors=True)  # its owner cannot any more
+            os._exit(0)
 
 
 def _middle(request: dict, output_fd: int, status_fd: int, cgroup: str | None) -> None:
