@@ -12,6 +12,15 @@ never show in a cell's output or error, and metrics are recomputed here from the
 predictions (final test accuracy from the returned weights, with a plain forward pass).
 Every cell must also end with a clear status, reason and error.
 
+A refusal by the guard ends the child at once (``killed``/``violation``, the error naming
+that first refusal): an objective cannot catch it and carry on. So each file takes one
+attack path; a file with several takes the one named by its case (``name@param``, the
+``__HOSTILE_PARAM__`` placeholder), or all of them with the guard off (the kernel layers
+alone: Landlock EACCES, seccomp EPERM, the network namespace). ``assert_refused`` checks
+that exactly that refusal ended the cell and nothing after it ran; the containment checks
+above hold independently. Output the objective wants seen before a refusal is flushed:
+``os._exit`` drops what stdout still buffers.
+
 Known holes are pinned with ``xfail(strict=True)``: they fail today and will turn the
 suite red (XPASS) once the sandbox is fixed, so the mark must then be removed.
 
@@ -31,6 +40,7 @@ import re
 import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -45,13 +55,19 @@ import numpy as np
 import pytest
 import torch
 
-from harness.sandbox import Limits, isolation_support, run_cells_sandboxed
+from harness.sandbox import Limits, SandboxUnavailable, isolation_support, run_cells_sandboxed
+from harness.sandbox_guard import MARKER
 from suites import get_suite
 from suites.base import REASONS, CellResult
 from suites.noisy_labels import protocol
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = Path(__file__).resolve().parent / "hostile"
+SUITES_DIR = REPO / "suites"  # a read root of the sandbox
+# Files a case may change the metadata of (created per case when its code names them):
+# one outside every root, one inside a read root (removed again right after the case).
+VICTIMS = ("__HOSTILE_OWN_VICTIM__", "__HOSTILE_READABLE_VICTIM__")
+VICTIM_TEXT = "this case's victim\n"
 SUITE = get_suite("noisy-labels").shortened(1)
 SECRET = f"hostile-secret-{uuid.uuid4().hex}"
 DATABASE_URL = f"postgres://harness:{SECRET}-db@db.internal:5432/harness"
@@ -96,6 +112,7 @@ class Case:
     requires: str = ""  # "" | "namespaces" | "kernel" (namespaces and Landlock)
     measure_memory: bool = False  # record how much this process's peak RSS grows
     epochs: int = 1  # the noisy-labels suite shortened to this many epochs
+    param: str = ""  # replaces __HOSTILE_PARAM__: which of the file's attack paths to take
 
     def runnable(self) -> bool:
         return {"": True, "namespaces": NAMESPACES,
@@ -103,20 +120,59 @@ class Case:
 
 
 KERNEL = Case(python_guard=False, requires="kernel")
+
+
+def variants(stem: str, params: Iterable[str], **fields: Any) -> dict[str, Case]:
+    """One case per parameter of a hostile file (``__HOSTILE_PARAM__``): one attack path each,
+    since the guard's first refusal ends the child."""
+    return {f"{stem}@{p}": Case(param=p, **fields) for p in params}
+
+
+# What the guard names when it refuses each path (``sandbox: <this> is not allowed``).
+FORK = "forking a process (os.fork)"
+FORK_WAYS = {"fork": FORK, "posix_spawn": "starting a process (os.posix_spawn)",
+             "subprocess": "starting a process (subprocess.Popen)", "multiprocessing": FORK,
+             "pty": "forking a process (os.forkpty)"}
+GRANDCHILD_WAYS = {k: FORK_WAYS[k] for k in ("fork", "posix_spawn", "subprocess",
+                                             "multiprocessing")}
+SOCKET = "opening a network socket (socket.__new__)"
+SWALLOWED = {"shadow": "reading /etc/shadow", "socket": SOCKET, "fork": FORK,
+             "write": "writing {escape}", "ctypes": "loading native code (ctypes.dlopen)"}
+TAMPERED = {"fork": FORK, "unix": SOCKET, "tcp": "name resolution (socket.getaddrinfo)"}
+WRITES = {"tmp_file": "{escape}", "repo_module": "{repo}/{marker}.py",
+          "directory": "{escape}.d", "copyfile": "{escape}.copy"}
+SIGNALS = {"parent": "os.kill", "test_pid": "os.kill", "canary": "os.kill",
+           "killpg": "os.killpg", "everyone": "os.kill"}
+NATIVE = {"libc_system": "loading native code (ctypes.dlopen)",
+          "main_program": "loading native code (ctypes.dlopen)",
+          "pythonapi": "calling native code (ctypes.dlsym)",
+          "landlock_libc": "loading native code (ctypes.dlopen)"}
+RENAMES = {"rename": "", "link": ".link", "symlink": ".symlink"}  # destination suffixes
+IMPORTS = {"webapp.settings": "webapp", "tasks.celery": "tasks", "django.conf": "django"}
+# guard_rebind: what each case rebinds; the first three are captured at install now
+REBOUND = {"_real": "harness.sandbox_guard._real", "fsdecode": "os.fsdecode",
+           "realpath": "posixpath.realpath", "any": "builtins.any",
+           "isinstance": "builtins.isinstance", "fspath": "os.fspath",
+           "joinrealpath": "posixpath._joinrealpath", "len": "builtins.len"}
+REBIND_CLOSED = ("_real", "fsdecode", "realpath")
+
 CASES: dict[str, Case] = {
     "read_etc_passwd": Case(),
     "parent_environ": Case(),
     "parent_environ@exec": Case(mode="exec"),
     "database_url": Case(),
-    "import_webapp_settings": Case(),
+    "database_url@kernel": KERNEL,
+    **variants("import_webapp_settings", IMPORTS),
     "socket_connect_tcp": Case(),
-    "fork_bomb": Case(),
+    **variants("fork_bomb", FORK_WAYS),
     "memory_50gb": Case(),
     "memory_at_import": Case(),
     "spin_forever": Case(limits={"cpu_seconds": 5}),
     "fill_disk": Case(limits={"disk_bytes": 32 << 20}),
-    "write_outside": Case(),
-    "rename_outside": Case(),
+    **variants("write_outside", WRITES),
+    **variants("rename_outside", RENAMES),
+    "rename_outside@dir_fd": Case(param="dir_fd", requires="kernel"),
+    "rename_outside@kernel": dataclasses.replace(KERNEL, param="all"),
     "sibling_workdirs": Case(),
     "special_files": Case(),
     "os_exit": Case(),
@@ -137,30 +193,37 @@ CASES: dict[str, Case] = {
     "off_protocol_training": Case(),
     "tamper_report": Case(),
     "hide_violations": Case(),
-    "hide_violations_stderr": Case(),
+    **variants("hide_violations_stderr", ["devnull", "broken_pipe"]),
+    "violation_in_blocked_thread": Case(),
     "report_recursion_bomb": Case(),
     "report_bad_types": Case(),
-    "digits_labels": Case(),
+    **variants("digits_labels", ["import", "read"]),
     "inherited_memory_labels": Case(),
     "inherited_memory_labels@kernel": KERNEL,
     "sleep_forever": Case(limits={"wall_seconds": 10}),
-    "grandchild_outlives": Case(),
+    **variants("grandchild_outlives", GRANDCHILD_WAYS),
     "grandchild_fork_exec": Case(requires="namespaces"),
     "grandchild_fork_exec@exec": Case(mode="exec", requires="namespaces"),
     "thread_flood": Case(limits={"processes": THREAD_LIMIT}),
     "thread_flood@exec": Case(limits={"processes": THREAD_LIMIT}, mode="exec"),
-    "ctypes_libc": Case(),
+    **variants("ctypes_libc", NATIVE),
     "native_extension": Case(),
     "native_extension@exec": Case(mode="exec"),
-    "kill_parent": Case(requires="namespaces"),
-    "kill_parent@exec": Case(mode="exec", requires="namespaces"),
+    **variants("kill_parent", SIGNALS, requires="namespaces"),
+    "kill_parent@test_pid@exec": Case(param="test_pid", mode="exec", requires="namespaces"),
     "symlink_outputs": Case(),
+    **variants("metadata_outside", ["setxattr", "chmod"]),
+    "metadata_outside@chmod_past_the_guard": Case(param="chmod_past_the_guard",
+                                                  requires="kernel"),
+    "metadata_outside@fd_in_read_root": Case(param="fd_in_read_root", requires="kernel"),
     "system_exit": Case(),
     "keyboard_interrupt": Case(),
     "infinite_recursion": Case(),
-    "swallow_and_retry": Case(),
-    "guard_tamper": Case(requires="kernel"),
-    "guard_rebind": Case(requires="kernel"),
+    **variants("swallow_and_retry", SWALLOWED),
+    **variants("guard_tamper", TAMPERED, requires="kernel"),
+    **variants("guard_rebind", REBOUND, requires="kernel"),
+    "guard_path_toctou": Case(requires="kernel"),
+    **variants("guard_exit_status", ["status", "after_report"], requires="kernel"),
     "kernel_read_passwd": KERNEL,
     "kernel_tcp_connect": KERNEL,
     "kernel_write_outside": KERNEL,
@@ -266,6 +329,23 @@ def processes_touching(token: str) -> list[str]:
     return found
 
 
+def victim_changes(path: Path) -> list[str]:
+    """How a victim file differs from how the corpus created it (VICTIM_TEXT, mode 0600)."""
+    st = path.stat()
+    changes = []
+    if stat.S_IMODE(st.st_mode) != 0o600:
+        changes.append(f"mode {stat.S_IMODE(st.st_mode):o}")
+    if st.st_mtime < time.time() - 3600:
+        changes.append(f"mtime {st.st_mtime:.0f}")
+    try:
+        changes += [f"xattr {name}" for name in os.listxattr(path)]
+    except OSError:  # no extended attributes on this file system: none were set
+        pass
+    if path.read_text() != VICTIM_TEXT:
+        changes.append("content")
+    return changes
+
+
 def reset_peak_rss() -> int | None:
     """Reset this process's peak RSS to its current RSS (Linux ≥ 4.0); the current RSS."""
     try:
@@ -350,6 +430,7 @@ class Run:
     survivors: list[str]  # processes carrying the case's marker after the call
     peak_growth: int | None  # bytes this process's peak RSS grew by (measure_memory only)
     mode: str  # HARNESS_SANDBOX_MODE when it ran ("" = the default)
+    victims: dict[str, list[str]]  # victim placeholder -> how that file changed (see VICTIMS)
 
     @property
     def result(self) -> CellResult:
@@ -400,6 +481,7 @@ class Corpus:
         if not CASES[name].runnable():
             pytest.skip(f"{name} needs {CASES[name].requires}, which this machine lacks")
         if name not in self.futures:  # not announced by the test's @attack: run it now
+            assert not CASES[name].mode, f"{name} switches the launch mode: announce it"
             self.futures[name] = self._pool.submit(self._run, name)
         return self.futures[name].result(timeout=600)
 
@@ -443,16 +525,23 @@ class Corpus:
             "__HOSTILE_SANDBOX_BASE__": str(self.base),
             "__HOSTILE_TEST_PID__": str(os.getpid()),
             "__HOSTILE_CANARY_PID__": str(self.canary.pid),
+            "__HOSTILE_PARAM__": CASES[name].param,
+            "__HOSTILE_OWN_VICTIM__": str(self.outside / f"victim-{tag}"),
+            "__HOSTILE_READABLE_VICTIM__": str(SUITES_DIR / f"_hostile_victim_{tag}"),
         }
 
     def _run(self, name: str) -> Run:
         case = CASES[name]
         stem = name.split("@")[0]
         tokens = self.tokens(name)
-        code = (HOSTILE / f"{stem}.py").read_text()
+        code = source = (HOSTILE / f"{stem}.py").read_text()
         for token, value in tokens.items():
             code = code.replace(token, value)
         assert "__HOSTILE_" not in code, f"{stem}.py uses an unknown placeholder"
+        victims = {token: Path(tokens[token]) for token in VICTIMS if token in source}
+        for victim in victims.values():
+            victim.write_text(VICTIM_TEXT)
+            victim.chmod(0o600)
         suite = SUITE if case.epochs == 1 else get_suite("noisy-labels").shortened(case.epochs)
         limits = dataclasses.replace(
             Limits.for_run(suite, 1, 1),
@@ -468,9 +557,16 @@ class Corpus:
             raised = exc
         seconds = time.monotonic() - start
         growth = None if rss is None else _status_bytes("VmHWM") - rss
+        changes = {}
+        for token, victim in victims.items():
+            try:
+                changes[token] = victim_changes(victim)
+            finally:
+                if token == "__HOSTILE_READABLE_VICTIM__":  # inside the repository: never left
+                    victim.unlink(missing_ok=True)
         return Run(name, tokens, results, raised, seconds, _judged.accuracies,
                    processes_touching(tokens["__HOSTILE_MARKER__"]), growth,
-                   os.environ.get("HARNESS_SANDBOX_MODE", ""))
+                   os.environ.get("HARNESS_SANDBOX_MODE", ""), changes)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -563,13 +659,38 @@ def started_count(output: str, pattern: str) -> int:
     return int(found.group(1))
 
 
+def assert_refused(run: Run, what: str, *, pattern: bool = False) -> CellResult:
+    """The guard's first refusal ended the child: ``killed``/``violation``, the error is
+    exactly that one refusal (``what``; a regular expression if ``pattern``), streamed once,
+    and nothing the objective meant to do after it ran."""
+    r = assert_clear(run, "killed", "violation")
+    expected = what if pattern else re.escape(what)
+    assert re.fullmatch(f"sandbox: {expected} is not allowed", r.error), (
+        f"{run.name}: the error is not the one refusal {what!r}: {r.error!r}")
+    assert r.output.count(MARKER) == 1, r.output[-1500:]
+    assert "still running after" not in r.output and "succeeded" not in r.output, r.output
+    assert not r.metrics, r.metrics
+    return r
+
+
+def fill(template: str, run: Run) -> str:
+    return template.format(escape=run.tokens["__HOSTILE_ESCAPE__"], repo=REPO,
+                           marker=run.tokens["__HOSTILE_MARKER__"])
+
+
+def cases_of(stem: str, *params: str) -> list[str]:
+    """The corpus cases of ``stem`` (those with these parameters, if any are given)."""
+    return [n for n in CASES if n.split("@")[0] == stem and not CASES[n].mode
+            and (not params or CASES[n].param in params)]
+
+
 # --- secrets and files outside ------------------------------------------------------------
 
 
 @attack("read_etc_passwd")
 def test_reading_etc_passwd_is_a_violation(corpus):
     run = corpus.run("read_etc_passwd")
-    assert_clear(run, "killed", "violation", "reading /etc/passwd")
+    assert_refused(run, "reading /etc/passwd")
     assert "root:x:0:0" not in run.text
 
 
@@ -591,30 +712,47 @@ def test_the_workers_environment_never_reaches_the_child(corpus, case):
 @attack("database_url")
 def test_the_database_url_is_out_of_reach(corpus):
     run = corpus.run("database_url")
-    assert_clear(run, "killed", "violation", "webapp/settings.py")
-    assert "environment: {}" in run.result.output  # the scrubbed environment has none
+    r = assert_refused(run, f"reading {REPO}/webapp/settings.py")
+    assert "environment: {}" in r.output  # the scrubbed environment has none (flushed first)
+    assert "=>" not in r.output  # the first file's refusal ended it: nothing was printed
 
 
-@attack("import_webapp_settings")
-def test_importing_the_web_settings_is_a_violation(corpus):
-    run = corpus.run("import_webapp_settings")
-    assert_clear(run, "killed", "violation", "webapp")
-    assert "DATABASES" not in run.result.output
+@needs_kernel
+@attack("database_url@kernel")
+def test_kernel_alone_keeps_every_settings_file_out_of_reach(corpus):
+    run = corpus.run("database_url@kernel")
+    r = assert_clear(run, "failed", "objective", "PermissionError", "[Errno 13]",
+                     "webapp/settings.py")
+    assert "environment: {}" in r.output and "=>" not in r.output, r.output
+    for name in ("webapp/settings.py", "webapp/settings_test.py"):  # present in the repo
+        assert f"{name}: PermissionError: [Errno 13]" in r.output, r.output
+    assert_layers(run, python_guard=False)
 
 
-@attack("digits_labels")
-def test_the_suites_label_files_are_out_of_reach(corpus):
-    run = corpus.run("digits_labels")
-    assert_clear(run, "killed", "violation", "sklearn")
+@pytest.mark.parametrize("case", cases_of("import_webapp_settings"))
+def test_importing_the_web_settings_is_a_violation(corpus, case):
+    run = corpus.run(case)
+    package = IMPORTS[CASES[case].param]
+    # the import system's first look into the package: listing it, or reading its
+    # __init__ (or cached bytecode) when the directory was already listed
+    assert_refused(run, rf"(listing /\S*/{package}|reading /\S*/{package}/\S+)", pattern=True)
+    assert "DATABASES" not in run.result.output and "broker" not in run.result.output
+
+
+@pytest.mark.parametrize("case", cases_of("digits_labels"))
+def test_the_suites_label_files_are_out_of_reach(corpus, case):
+    run = corpus.run(case)
+    target = r"\S+" if CASES[case].param == "import" else r"datasets/data/digits\.csv\.gz"
+    assert_refused(run, rf"reading /\S*/site-packages/sklearn/{target}", pattern=True)
     assert "labels:" not in run.result.output and "bytes of digits" not in run.result.output
 
 
 @attack("inherited_memory_labels")
 def test_walking_the_inherited_heap_is_a_violation(corpus):
     run = corpus.run("inherited_memory_labels")
-    r = assert_clear(run, "killed", "violation", "inspecting the harness (gc.get_objects)")
-    assert "heap walk refused: sandbox: inspecting the harness" in r.output, r.output
-    assert "FOUND modules=[] cached=0" in r.output
+    r = assert_refused(run, "inspecting the harness (gc.get_objects)")
+    assert "FOUND modules=[] cached=0" in r.output, r.output  # printed before the walk
+    assert "heap walked" not in r.output
 
 
 @needs_kernel
@@ -638,43 +776,109 @@ def test_other_cells_work_directories_are_out_of_reach(corpus):
     assert "job.json" not in run.result.output and "inputs.npz" not in run.result.output
 
 
-@attack("write_outside")
-def test_writing_outside_the_work_directory_is_a_violation(corpus):
-    run = corpus.run("write_outside")
-    assert_clear(run, "killed", "violation", "writing")
-    escape, marker = run.tokens["__HOSTILE_ESCAPE__"], run.tokens["__HOSTILE_MARKER__"]
-    for path in (Path(escape), Path(f"{escape}.d"), Path(f"{escape}.copy"),
-                 REPO / f"{marker}.py"):
-        assert not path.exists(), f"{path} was written from inside the sandbox"
+@pytest.mark.parametrize("case", cases_of("write_outside"))
+def test_writing_outside_the_work_directory_is_a_violation(corpus, case):
+    run = corpus.run(case)
+    target = fill(WRITES[CASES[case].param], run)
+    assert_refused(run, f"writing {target}")
+    assert not Path(target).exists(), f"{target} was written from inside the sandbox"
 
 
-@attack("rename_outside")
-def test_renames_and_links_to_outside_are_refused_and_reported(corpus):
-    run = corpus.run("rename_outside")
-    r = assert_clear(run, "killed", "violation")
+@pytest.mark.parametrize("case", cases_of("rename_outside", *RENAMES))
+def test_renames_and_links_to_outside_are_refused_and_reported(corpus, case):
+    run = corpus.run(case)
+    destination = run.tokens["__HOSTILE_ESCAPE__"] + RENAMES[CASES[case].param]
+    assert_refused(run, f"writing {destination}")  # the destination is checked
+    assert not os.path.lexists(destination)
+    assert "failed:" not in run.result.output  # not an error it could catch: the end
+
+
+@needs_kernel
+@attack("rename_outside@kernel")
+def test_kernel_alone_refuses_renames_links_and_dir_fd_reads_outside(corpus):
+    run = corpus.run("rename_outside@kernel")
+    r = assert_clear(run, "ok", "")  # every error swallowed, then it trained
     escape = run.tokens["__HOSTILE_ESCAPE__"]
-    for suffix in ("", ".link", ".symlink"):  # the destinations are checked
-        assert not Path(escape + suffix).exists()
-        assert f"sandbox: writing {escape}{suffix} is not allowed" in r.error.splitlines()
-    assert "succeeded" not in r.output and r.output.count("failed:") == 4, r.output
-    # the dir_fd-relative read of /proc/self/root/etc/passwd: Landlock refuses it
-    assert "failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.output
+    for suffix in RENAMES.values():
+        assert not os.path.lexists(escape + suffix)
+    assert "succeeded" not in r.output and r.output.count(" failed: ") == 4, r.output
+    # Landlock: moving or linking a file out of the work directory is a cross-directory
+    # reference it refuses with EXDEV; creating the symlink outside, EACCES
+    for name, refusal in (("rename", "[Errno 18] Invalid cross-device link"),
+                          ("link", "[Errno 18] Invalid cross-device link"),
+                          ("symlink", "[Errno 13] Permission denied")):
+        assert f"{name} failed: {refusal}: 'bait.txt' -> '{escape}" in r.output, r.output
+    assert "dir_fd failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.output
+    assert_layers(run, python_guard=False)
 
 
+@needs_kernel
+@attack("rename_outside@dir_fd")
+def test_a_dir_fd_relative_read_outside_is_refused_by_landlock(corpus):
+    r = corpus.result("rename_outside@dir_fd")
+    assert "dir_fd failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.output
+    assert "root:x:0:0" not in r.output and "succeeded" not in r.output
+
+
+@needs_kernel
 @pytest.mark.xfail(strict=True, reason=(
     "reporting gap (Landlock refuses the read): the 'open' audit event carries no dir_fd, so "
     "the guard resolves os.open('self/root/etc/passwd', dir_fd=<fd of /proc>) against the "
-    "work directory and lets it through; the refusal is never recorded as a violation"))
-@attack("rename_outside")
+    "work directory and lets it through; the refusal is never recorded as a violation and "
+    "the cell, which swallowed the EACCES, is 'ok'"))
+@attack("rename_outside@dir_fd")
 def test_a_dir_fd_relative_read_outside_is_reported(corpus):
-    assert "etc/passwd" in corpus.result("rename_outside").error
+    assert_clear(corpus.run("rename_outside@dir_fd"), "killed", "violation", "etc/passwd")
 
 
 @attack("symlink_outputs")
 def test_symlinking_the_outputs_outside_is_a_violation(corpus):
     run = corpus.run("symlink_outputs")
-    assert_clear(run, "killed", "violation")
+    assert_refused(run, f"writing {corpus.victim}")  # the link's target is checked
     assert hashlib.sha256(corpus.victim.read_bytes()).hexdigest() == corpus.victim_digest
+
+
+# The child runs as the test's own uid (no unprivileged uid to drop to here), so it owns
+# the victim, and Landlock does not govern metadata.
+METADATA_HOLE = pytest.mark.xfail(not SUPPORT["uid_drop"], strict=True, reason=(
+    "file metadata changed outside the work directory through every layer: Landlock has "
+    "no access right for mode, times or extended attributes, seccomp allows "
+    "fchmod/fchmodat, utimensat and the *setxattr calls, and the child is uid 0 here, "
+    "owner of root's files. @setxattr: the guard does not check os.setxattr (nor "
+    "os.removexattr), so a user.* attribute lands on the victim outside. "
+    "@fd_in_read_root: the guard checks only path arguments, so os.fchmod(fd, 0o666), "
+    "os.utime(fd, ...) and os.setxattr(fd, ...) on a descriptor opened read-only inside a "
+    "read root (here a file in the suites package; equally /dev/zero, /dev/urandom, the "
+    "interpreter, the harness's source) all succeed. @chmod_past_the_guard: with the "
+    "guard's path check off (builtins.any, see guard_rebind), chmod 0666 and utime on the "
+    "victim outside succeed (/etc/shadow could be made world-readable). Each cell is 'ok'"))
+
+
+def _user_xattrs() -> bool:
+    """Whether the file system of the test's temporary files takes user.* attributes."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile() as f:
+        try:
+            os.setxattr(f.name, "user.probe", b"1")
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param("metadata_outside@setxattr", marks=METADATA_HOLE if _user_xattrs() else ()),
+    "metadata_outside@chmod",
+    pytest.param("metadata_outside@fd_in_read_root", marks=[needs_kernel, METADATA_HOLE]),
+    pytest.param("metadata_outside@chmod_past_the_guard", marks=[needs_kernel, METADATA_HOLE]),
+])
+def test_metadata_outside_is_left_untouched(corpus, case):
+    run = corpus.run(case)
+    assert run.victims and all(c == [] for c in run.victims.values()), (
+        run.victims, run.result.output)
+    assert "changed" not in run.result.output
+    if CASES[case].param == "chmod":  # checked by the guard
+        assert_refused(run, f"writing {run.tokens['__HOSTILE_OWN_VICTIM__']}")
 
 
 @pytest.mark.skipif(not LANDLOCK, reason="without Landlock a FIFO report would hang the parent")
@@ -691,25 +895,25 @@ def test_fifos_and_device_nodes_are_refused(corpus):
 @attack("socket_connect_tcp")
 def test_tcp_to_localhost_is_a_violation(corpus):
     run = corpus.run("socket_connect_tcp")
-    assert_clear(run, "killed", "violation", "network socket")
+    assert_refused(run, SOCKET)
     assert corpus.tcp.got(run.tokens["__HOSTILE_MARKER__"]) == []
 
 
 # --- processes and signals -------------------------------------------------------------------
 
 
-@attack("fork_bomb")
-def test_a_fork_bomb_is_refused(corpus):
-    run = corpus.run("fork_bomb")
-    assert_clear(run, "killed", "violation", "forking a process")
-    assert "5 of 5 ways of starting a process failed" in run.result.output
+@pytest.mark.parametrize("case", cases_of("fork_bomb"))
+def test_a_fork_bomb_is_refused(corpus, case):
+    run = corpus.run(case)
+    assert_refused(run, FORK_WAYS[CASES[case].param])
+    assert "failed:" not in run.result.output  # no error to catch: the child just ended
     assert run.survivors == []
 
 
-@attack("grandchild_outlives")
-def test_grandchildren_are_refused_and_none_survives(corpus):
-    run = corpus.run("grandchild_outlives")
-    assert_clear(run, "killed", "violation", "process")
+@pytest.mark.parametrize("case", cases_of("grandchild_outlives"))
+def test_grandchildren_are_refused_and_none_survives(corpus, case):
+    run = corpus.run(case)
+    assert_refused(run, GRANDCHILD_WAYS[CASES[case].param])
     assert run.survivors == [], run.survivors
 
 
@@ -733,22 +937,30 @@ def test_a_grandchild_started_past_the_guard_is_a_violation(corpus):
 
 
 @needs_pids_cgroup
-@pytest.mark.parametrize("case", [
-    "thread_flood",
-    pytest.param("thread_flood@exec", marks=pytest.mark.xfail(strict=True, reason=(
-        "no process/thread cap in exec mode: only the fork server puts a job into a pids "
-        "cgroup (the record says pids_cgroup: False); the child stays root, which "
-        "RLIMIT_NPROC does not bind, so all 512 threads start and the cell is 'ok'; a real "
-        "thread bomb would exhaust the machine's pids"))),
-])
-def test_the_process_limit_stops_a_thread_flood(corpus, case):
-    run = corpus.run(case)
+@attack("thread_flood")
+def test_the_process_limit_stops_a_thread_flood(corpus):
+    run = corpus.run("thread_flood")
     r = run.result
     started = started_count(r.output, r"threads started: (\d+)")
     # the cgroup also counts the job's main thread, its init and the process above init
     assert THREAD_LIMIT - 16 <= started <= THREAD_LIMIT - 3, r.output[-300:]
     assert_clear(run, "failed", "objective", "RuntimeError", "can't start new thread")
     assert assert_layers(run)["pids_cgroup"] is True
+
+
+@attack("thread_flood@exec")
+def test_exec_mode_has_no_process_cap_as_documented(corpus):
+    """docs/sandbox.md: exec mode has no pids cgroup (so strict mode refuses it); the child
+    stays root, which RLIMIT_NPROC does not bind: the bounded flood starts every thread."""
+    run = corpus.run("thread_flood@exec")
+    assert run.mode == "exec"
+    record = assert_layers(run)
+    assert record["pids_cgroup"] is False
+    if record["uid"] == 0:  # RLIMIT_NPROC does not bind root: every thread starts
+        assert "threads started: 512" in assert_clear(run, "ok", "").output
+    else:  # an unprivileged uid: RLIMIT_NPROC (Limits.processes) is the only cap
+        r = assert_clear(run, "failed", "objective", "can't start new thread")
+        assert started_count(r.output, r"threads started: (\d+)") < THREAD_LIMIT
 
 
 @needs_kernel
@@ -764,17 +976,19 @@ def test_native_threads_count_against_the_process_limit(corpus):
 
 
 @needs_namespaces
-@pytest.mark.parametrize("case", ["kill_parent", "kill_parent@exec"])
+@pytest.mark.parametrize("case", [*cases_of("kill_parent"), "kill_parent@test_pid@exec"])
 def test_signalling_the_worker_is_a_violation_and_everyone_survives(corpus, case):
-    assert_clear(corpus.run(case), "killed", "violation", "signalling a process")
+    run = corpus.run(case)
+    assert_refused(run, f"signalling a process ({SIGNALS[CASES[case].param]})")
+    assert run.mode == CASES[case].mode
     assert corpus.canary.poll() is None, "the canary process was killed from the sandbox"
     os.kill(os.getpid(), 0)  # still here
 
 
-@attack("ctypes_libc")
-def test_native_calls_through_ctypes_are_a_violation(corpus):
-    run = corpus.run("ctypes_libc")
-    assert_clear(run, "killed", "violation", "native code")
+@pytest.mark.parametrize("case", cases_of("ctypes_libc"))
+def test_native_calls_through_ctypes_are_a_violation(corpus, case):
+    run = corpus.run(case)
+    assert_refused(run, NATIVE[CASES[case].param])
     assert "native call returned" not in run.result.output
     assert not Path("/tmp/harness-ctypes-escape").exists()
 
@@ -788,80 +1002,178 @@ def _native_output(run: Run) -> str:
 
 @needs_namespaces
 @attack("native_extension")
-def test_a_shared_object_in_the_work_directory_cannot_be_mapped(corpus):
-    output = _native_output(corpus.run("native_extension"))
+def test_no_objective_supplied_native_code_runs(corpus):
+    run = corpus.run("native_extension")
+    output = _native_output(run)
+    assert "native call returned" not in output, output
     # the work directory is mounted noexec in the job's mount namespace
     assert "workdir: failed: ImportError" in output and "failed to map segment" in output
+    # and seccomp refuses anonymous files (which are on no noexec mount)
+    assert "memfd: failed: PermissionError: [Errno 1] Operation not permitted" in output
+    assert_clear(run, "ok", "")  # kernel refusals the objective caught: it trained
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param("native_extension", marks=pytest.mark.xfail(strict=True, reason=(
-        "native code without ctypes: os.memfd_create + writing a shared object into it + "
-        "ExtensionFileLoader('/proc/self/fd/N') maps it executable (a memfd lives on an "
-        "internal mount, not the noexec work directory; Landlock allows it; the guard sees "
-        "only an unrefused 'import' event): the objective's native code runs, the cell is "
-        "'ok'"))),
-    pytest.param("native_extension@exec", marks=pytest.mark.xfail(strict=True, reason=(
-        "exec mode mounts nothing noexec (only the fork server's init does), so the shared "
-        "object written to the work directory is imported directly; the memfd route works "
-        "too"))),
-])
-def test_no_objective_supplied_native_code_runs(corpus, case):
-    output = _native_output(corpus.run(case))
-    assert "native call returned" not in output, output
+@attack("native_extension@exec")
+def test_exec_mode_has_no_noexec_work_directory_as_documented(corpus):
+    """docs/sandbox.md: exec mode mounts no noexec work directory (so strict mode refuses
+    it): the copied extension is imported from there and runs; memfd stays refused."""
+    run = corpus.run("native_extension@exec")
+    output = _native_output(run)
+    assert run.mode == "exec"
+    assert "workdir: native call returned 42" in output, output
+    assert "memfd: failed: PermissionError: [Errno 1] Operation not permitted" in output
 
 
-@attack("swallow_and_retry")
-def test_swallowed_refusals_are_still_reported(corpus):
-    run = corpus.run("swallow_and_retry")
-    r = assert_clear(run, "killed", "violation")
-    for attempt in ("/etc/shadow", "socket", "fork", "/tmp/harness-swallowed-escape",
-                    "native code"):
-        assert attempt in r.error, f"{attempt!r} missing from {r.error!r}"
-    assert not Path("/tmp/harness-swallowed-escape").exists()
+def test_strict_mode_refuses_exec_mode(corpus, monkeypatch):
+    corpus.wait_all()  # the corpus's cells read the environment too: change it when idle
+    monkeypatch.setenv("HARNESS_SANDBOX_STRICT", "1")
+    monkeypatch.setenv("HARNESS_SANDBOX_MODE", "exec")
+    before = set(corpus.base.iterdir())
+    ce = (REPO / "harness" / "objectives" / "builtin" / "ce.py").read_text()
+    with pytest.raises(SandboxUnavailable, match="exec mode"):
+        run_cells_sandboxed(SUITE, ce, "ce.py", {}, ["clean"], [0])
+    assert set(corpus.base.iterdir()) == before  # refused before anything was prepared
+
+
+@pytest.mark.parametrize("case", cases_of("swallow_and_retry"))
+def test_a_refusal_cannot_be_swallowed(corpus, case):
+    run = corpus.run(case)
+    r = assert_refused(run, fill(SWALLOWED[CASES[case].param], run))
+    assert "still training after the attempt" not in r.output  # not even one step more
+    assert not Path(run.tokens["__HOSTILE_ESCAPE__"]).exists()
 
 
 @needs_kernel
-@attack("guard_tamper")
-def test_clearing_the_guards_table_changes_nothing(corpus):
-    run = corpus.run("guard_tamper")
-    r = assert_clear(run, "killed", "violation", "forking a process (os.fork)",
-                     "opening a network socket (socket.__new__)")
-    assert "fork failed: sandbox: forking a process" in r.output
-    assert "unix socket failed: sandbox: opening a network socket" in r.output
-    assert "tcp failed: sandbox:" in r.output
+@pytest.mark.parametrize("case", cases_of("guard_tamper"))
+def test_clearing_the_guards_table_changes_nothing(corpus, case):
+    run = corpus.run(case)
+    assert_refused(run, TAMPERED[CASES[case].param])
     marker = run.tokens["__HOSTILE_MARKER__"]
     assert corpus.tcp.got(marker) == [] and corpus.unix.got(marker) == []
     assert run.survivors == [], run.survivors
-    assert not any(line.startswith(("fork succeeded", "unix socket succeeded"))
-                   for line in r.output.splitlines())
 
 
-REBOUND = {"harness.sandbox_guard._real": "/etc/passwd", "os.fsdecode": "/etc/group",
-           "posixpath.realpath": "/etc/hostname", "builtins.any": "/etc/hosts"}
+def _rebind_line(run: Run) -> str:
+    name = REBOUND[CASES[run.name].param]
+    line = next((x for x in run.result.output.splitlines() if x.startswith(f"{name}:")), "")
+    return line
 
 
 @needs_kernel
-@attack("guard_rebind")
-def test_rebinding_what_the_guard_calls_leaves_landlock_refusing(corpus):
-    run = corpus.run("guard_rebind")
-    r = run.result
+@pytest.mark.parametrize("case", cases_of("guard_rebind", *REBIND_CLOSED))
+def test_rebinding_the_guards_helpers_changes_nothing(corpus, case):
+    run = corpus.run(case)
+    assert_refused(run, "reading /etc/passwd")  # the helpers were captured at install
+    assert _rebind_line(run) == ""  # the refusal ended it inside the read
+
+
+@needs_kernel
+@pytest.mark.parametrize("case", cases_of("guard_rebind"))
+def test_rebinding_what_the_guard_calls_leaves_landlock_refusing(corpus, case):
+    run = corpus.run(case)
     assert_no_secret(run)
-    for name, path in REBOUND.items():
-        line = next((x for x in r.output.splitlines() if x.startswith(f"{name}:")), "")
-        assert ": read " not in line and path in line, r.output
-        assert "Error" in line, r.output  # refused, by the kernel or the guard
-    assert "root:x:0:0" not in r.output
+    assert "root:x:0:0" not in run.result.output and ": read " not in run.result.output
+    if run.result.reason == "violation":
+        return
+    if CASES[case].param == "len":  # the hook raised instead of ending the child
+        assert _rebind_line(run).endswith("/etc/passwd: TypeError: not a path"), \
+            run.result.output
+    else:  # the guard let it through: the kernel refused
+        assert _rebind_line(run).endswith(
+            "/etc/passwd: PermissionError: [Errno 13] Permission denied: '/etc/passwd'"), \
+            run.result.output
+
+
+@needs_kernel
+@pytest.mark.parametrize("case", cases_of("guard_rebind", "any", "isinstance", "fspath",
+                                          "joinrealpath"))
+@pytest.mark.xfail(strict=True, reason=(
+    "guard bypass (recording only; Landlock refuses the read): the hook still looks up "
+    "builtins (any, isinstance, len, dict, list, bool, TypeError, ValueError) at each event, "
+    "and its captured helpers look up their own internals: os.fsdecode calls os.fspath "
+    "(a TypeError there makes check() return without refusing: it fails open), "
+    "posixpath.realpath calls posixpath._joinrealpath, abspath, os.getcwd. Rebinding any "
+    "of them around a read of /etc/passwd switches the check off: nothing is recorded, "
+    "the EACCES is swallowed and the cell is 'ok'"))
+def test_rebinding_what_the_guard_calls_is_reported(corpus, case):
+    assert_clear(corpus.run(case), "killed", "violation")
+
+
+@needs_kernel
+@pytest.mark.xfail(strict=True, reason=(
+    "a refusal caught and carried on from: refuse() calls builtins.len (and the hook "
+    "builtins.dict, for refused events) before its try/finally; rebound to a function "
+    "that raises, the refusal becomes an ordinary exception out of the audit hook: the "
+    "read of /etc/passwd is still aborted, but os._exit never runs, nothing is written "
+    "to stderr, the objective catches the TypeError, trains on, and the cell is 'ok'"))
+@attack("guard_rebind@len")
+def test_a_refusal_cannot_be_turned_into_an_exception(corpus):
+    assert_clear(corpus.run("guard_rebind@len"), "killed", "violation")
+
+
+@needs_kernel
+@attack("guard_path_toctou")
+def test_a_path_that_changes_its_answer_leaves_landlock_refusing(corpus):
+    run = corpus.run("guard_path_toctou")
+    r = run.result
+    assert "root:x:0:0" not in r.output and "read /etc/passwd" not in r.output
+    if r.reason != "violation":
+        assert "FileIO: PermissionError: [Errno 13] Permission denied; __fspath__ called 2 " \
+               "times" in r.output, r.output
+
+
+@needs_kernel
+@pytest.mark.xfail(strict=True, reason=(
+    "guard bypass (recording only; Landlock refuses the read): io.FileIO passes the "
+    "caller's os.PathLike itself to the 'open' audit event after converting it once for "
+    "the system call; the guard converts it again, so a __fspath__ that answers "
+    "/etc/passwd first and the work directory second is opened as /etc/passwd and "
+    "checked as the work directory: nothing is recorded, the cell is 'ok'"))
+@attack("guard_path_toctou")
+def test_a_path_that_changes_its_answer_is_reported(corpus):
+    assert_clear(corpus.run("guard_path_toctou"), "killed", "violation")
+
+
+@needs_kernel
+@pytest.mark.parametrize("case", cases_of("guard_exit_status"))
+def test_a_refusal_ends_the_child_whatever_status_it_chose(corpus, case):
+    run = corpus.run(case)
+    r = run.result
+    assert "root:x:0:0" not in r.output and "read /etc/passwd" not in r.output
+    assert "still running after the refusal" not in r.output
+    assert "sandbox: reading /etc/passwd is not allowed" in r.output, r.output  # refused
+
+
+@needs_kernel
+@pytest.mark.parametrize("case", cases_of("guard_exit_status"))
+@pytest.mark.xfail(strict=True, reason=(
+    "violation disguised: the guard's closure holds os._exit, but refuse() reads the exit "
+    "status and the stderr marker from module globals (sandbox_guard.VIOLATION_EXIT, "
+    "MARKER) when it refuses. @status: VIOLATION_EXIT = 3, and although the parent saw "
+    "the streamed marker, _supervise maps the exit status first: failed/crash 'exited "
+    "with status 3'. @after_report: os._exit (called by the child once report.json and "
+    "outputs.npz are written) replaced by a function that sets VIOLATION_EXIT = 0 and "
+    "MARKER to something else, then reads /etc/passwd: the refusal exits 0 after an "
+    "honest report and the cell is 'ok'"))
+def test_a_refusal_is_reported_whatever_status_it_chose(corpus, case):
+    assert_clear(corpus.run(case), "killed", "violation")
+
+
+@attack("violation_in_blocked_thread")
+def test_a_refusal_blocked_on_stderr_lets_nothing_through(corpus):
+    r = corpus.result("violation_in_blocked_thread")
+    assert "root:x:0:0" not in r.output and "read /etc/passwd" not in r.output
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "guard bypass: the hook's state is closure-bound, but it still calls module globals "
-    "and builtins at call time (sandbox_guard._real, os.fsdecode, os.path.realpath, any): "
-    "rebinding any of them from the objective switches the path checks off; Landlock "
-    "still refuses (EACCES), but nothing is recorded and the cell is 'ok'"))
-@attack("guard_rebind")
-def test_rebinding_what_the_guard_calls_is_reported(corpus):
-    assert_clear(corpus.run("guard_rebind"), "killed", "violation", *REBOUND.values())
+    "the process outlives a refusal: refuse() writes the report to file descriptor 2 "
+    "(blocking) before os._exit; with fd 2 pointed at a full pipe, the refusing thread "
+    "blocks forever in that write, the main thread restores stderr and trains on, and "
+    "json.dumps drops the report's copy of the refusal: nothing reaches the parent, the "
+    "cell is 'ok' (the read itself never happens)"))
+@attack("violation_in_blocked_thread")
+def test_a_refusal_blocked_on_stderr_still_ends_the_child(corpus):
+    assert_clear(corpus.run("violation_in_blocked_thread"), "killed", "violation")
 
 
 # --- resource limits ----------------------------------------------------------------------------
@@ -915,26 +1227,19 @@ def test_os_exit_is_a_crash(corpus):
     assert_clear(corpus.run("os_exit"), "failed", "crash", "exited with status 3")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "infrastructure impersonation: sandbox.py turns exit status 71 (SETUP_FAILED) without a "
-    "report into SandboxUnavailable, but the objective can exit 71 itself: "
-    "run_cells_sandboxed raises, the worker retries the group with backoff and finally "
-    "stores failed/infrastructure 'not caused by the objective' (validation likewise says "
-    "the server's sandbox is unavailable)"))
 @attack("fake_setup_failure")
 def test_exiting_with_the_setup_failure_status_is_a_crash(corpus):
+    # status 71 means "setup failed" only before the child's ready line; after it, the
+    # objective's own exit is a crash, never SandboxUnavailable (retried as infrastructure)
     run = corpus.run("fake_setup_failure")
     assert run.raised is None, f"{type(run.raised).__name__}: {run.raised}"
-    assert_clear(run, "failed", "crash", "exited with status 71")
+    r = assert_clear(run, "failed", "crash", "exited with status 71 without a result")
+    assert "[sandbox ready]" not in r.output  # the parent's own line, stripped
 
 
 @pytest.mark.parametrize("case", ["segfault_ctypes", "segfault_faulthandler"])
-def test_a_segfault_is_a_crash_or_a_violation(corpus, case):
-    r = corpus.result(case)
-    if r.reason == "violation":
-        assert_clear(corpus.run(case), "killed", "violation", "ctypes")
-    else:
-        assert_clear(corpus.run(case), "failed", "crash", "SIGSEGV")
+def test_a_segfault_is_a_crash(corpus, case):
+    assert_clear(corpus.run(case), "failed", "crash", "died of SIGSEGV without a result")
 
 
 @pytest.mark.parametrize(("case", "name"), [("system_exit", "SystemExit"),
@@ -1051,8 +1356,8 @@ def test_training_off_the_protocol_does_not_improve_the_score(corpus):
 
 @attack("hide_violations")
 def test_hidden_violations_are_still_reported(corpus):
-    assert_clear(corpus.run("hide_violations"), "killed", "violation",
-                 "sandbox: reading /etc/passwd is not allowed")
+    # the refusal ends the child before the forged report could be written
+    assert_refused(corpus.run("hide_violations"), "reading /etc/passwd")
 
 
 @attack("hide_violations", "fake_metrics")
@@ -1061,14 +1366,31 @@ def test_the_isolation_record_cannot_be_forged(corpus):
     assert record == corpus.result("fake_metrics").info["sandbox"]  # an honest cell's
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "violations hidden: the guard streams each refusal to file descriptor 2, which the "
-    "objective can point elsewhere (os.dup2 of /dev/null) around a forbidden attempt, and "
-    "the copy in the child's report can be erased (json.dumps monkeypatched): the refused "
-    "read of /etc/passwd leaves no trace and the cell is 'ok'"))
-@attack("hide_violations_stderr")
+@attack("hide_violations_stderr@devnull")
 def test_violations_hidden_from_stderr_are_still_reported(corpus):
-    assert_clear(corpus.run("hide_violations_stderr"), "killed", "violation", "/etc/passwd")
+    # fd 2 pointed at /dev/null: the exit status alone says what happened, not what it was
+    r = assert_clear(corpus.run("hide_violations_stderr@devnull"), "killed", "violation")
+    assert r.error == ("the objective attempted a forbidden action (its report of it was "
+                       "hidden)"), r.error
+    assert "read refused" not in r.output and MARKER not in r.output
+
+
+@attack("hide_violations_stderr@broken_pipe")
+def test_a_refusal_reported_into_a_broken_pipe_lets_nothing_through(corpus):
+    r = corpus.result("hide_violations_stderr@broken_pipe")
+    assert "read refused" not in r.output and "root:x:0:0" not in r.output
+    assert r.status != "ok" and not r.metrics  # it did end there
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "violation disguised as a crash: the guard writes its report to whatever fd 2 is, "
+    "before os._exit; fd 2 pointed at a pipe with no reader and SIGPIPE back to SIG_DFL "
+    "(Python ignores it; signal.signal raises no refused event), that write kills the "
+    "child with SIGPIPE: failed/crash 'died of SIGPIPE', no violation (likewise SIGXFSZ "
+    "with fd 2 a work-directory file at a lowered RLIMIT_FSIZE: killed/disk)"))
+@attack("hide_violations_stderr@broken_pipe")
+def test_a_refusal_reported_into_a_broken_pipe_is_still_a_violation(corpus):
+    assert_clear(corpus.run("hide_violations_stderr@broken_pipe"), "killed", "violation")
 
 
 @attack("report_recursion_bomb")

@@ -1,8 +1,9 @@
-"""Calls into libc and the CPython API through ctypes: dlopen libc.so.6 for system() and
-getpid(), dlopen the main program, PyRun_SimpleString through ctypes.pythonapi, and the
-sandbox's own landlock helper.
+"""Calls into native code through ctypes, one way per case (``__HOSTILE_PARAM__``): dlopen
+libc.so.6 for system(), dlopen the main program for getpid(), PyRun_SimpleString through
+ctypes.pythonapi (already loaded), and the sandbox's own landlock helper's libc handle.
 
-Expected: loading or calling native code is refused: ``killed``/``violation``.
+Expected: loading or calling native code is refused and ends the child:
+``killed``/``violation`` (ctypes.dlopen, ctypes.dlsym); nothing runs.
 """
 
 import ctypes
@@ -11,20 +12,13 @@ import torch.nn.functional as F
 
 from harness import landlock
 
-attempts = [
-    lambda: ctypes.CDLL("libc.so.6").system(b"touch /tmp/harness-ctypes-escape"),
-    lambda: ctypes.CDLL(None).getpid(),
-    lambda: ctypes.pythonapi.PyRun_SimpleString(b"print('native')"),
-    lambda: landlock._libc().getpid(),
-]
-errors = []
-for attempt in attempts:
-    try:
-        print("native call returned", attempt())
-    except Exception as exc:
-        errors.append(exc)
-if errors:
-    raise errors[0]
+attempt = {
+    "libc_system": lambda: ctypes.CDLL("libc.so.6").system(b"touch /tmp/harness-ctypes-escape"),
+    "main_program": lambda: ctypes.CDLL(None).getpid(),
+    "pythonapi": lambda: ctypes.pythonapi.PyRun_SimpleString(b"print('native')"),
+    "landlock_libc": lambda: landlock._libc().getpid(),
+}["__HOSTILE_PARAM__"]
+print("native call returned", attempt(), flush=True)
 
 
 def classification_loss(logits, targets):

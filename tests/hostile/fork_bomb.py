@@ -1,8 +1,11 @@
-"""A fork bomb, bounded so that it cannot hurt the machine even if containment failed: forks
-in a loop (each child exits at once), then tries os.posix_spawn, subprocess, multiprocessing
-and pty.fork.
+"""A fork bomb, bounded so that it cannot hurt the machine even if containment failed: one
+way of starting processes per case (``__HOSTILE_PARAM__``): forking in a loop (each child
+exits at once), os.posix_spawn, subprocess, multiprocessing or pty.fork.
 
-Expected: the guard refuses every way of starting a process: ``killed``/``violation``.
+Expected: the guard refuses the first attempt and that refusal ends the child:
+``killed``/``violation`` naming the refused call (os.fork, os.posix_spawn,
+subprocess.Popen, os.fork again under multiprocessing, os.forkpty); nothing after it runs
+and no process survives. (Without the guard, kernel_grandchild_fork: seccomp refuses.)
 """
 
 import multiprocessing
@@ -11,6 +14,8 @@ import pty
 import subprocess
 
 import torch.nn.functional as F
+
+WAY = "__HOSTILE_PARAM__"
 
 
 def _fork_loop():
@@ -42,15 +47,13 @@ def _pty():
     os.waitpid(pid, 0)
 
 
-errors = []
-for attempt in (_fork_loop, _posix_spawn, _subprocess, _multiprocessing, _pty):
-    try:
-        attempt()
-    except Exception as exc:
-        errors.append(exc)
-print(f"{len(errors)} of 5 ways of starting a process failed")
-if errors:
-    raise errors[0]
+WAYS = {"fork": _fork_loop, "posix_spawn": _posix_spawn, "subprocess": _subprocess,
+        "multiprocessing": _multiprocessing, "pty": _pty}
+try:
+    WAYS[WAY]()
+except BaseException as exc:  # noqa: BLE001 - a refusal cannot be caught; anything else can
+    print(f"{WAY}: failed: {type(exc).__name__}: {exc}", flush=True)
+print(f"{WAY}: still running after the attempt", flush=True)
 
 
 def classification_loss(logits, targets):

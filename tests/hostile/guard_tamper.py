@@ -1,12 +1,13 @@
 """Tries to disable the audit-hook guard from inside by clearing the module-level table of
-refused events (harness.sandbox_guard._REFUSED.clear()), then forks a grandchild that
-sleeps holding a marker, connects to a Unix socket the test listens on outside the
-sandbox, and tries TCP to the test's server on 127.0.0.1, swallowing every error; then
-trains normally.
+refused events (harness.sandbox_guard._REFUSED.clear()), then, one per case
+(``__HOSTILE_PARAM__``), forks a grandchild that sleeps holding a marker, connects to a
+Unix socket the test listens on outside the sandbox, or tries TCP to the test's server on
+127.0.0.1; then trains normally.
 
 Expected: the guard's state is bound in its closure, so clearing the table changes
-nothing: every attempt is refused and reported (``killed``/``violation``), nothing reaches
-either listener and no grandchild exists.
+nothing: the attempt is refused and ends the child (``killed``/``violation`` naming
+os.fork, socket.__new__ or socket.getaddrinfo); nothing reaches either listener and no
+grandchild exists.
 """
 
 import os
@@ -22,13 +23,6 @@ UNIX_SOCKET = "__HOSTILE_UNIX_SOCKET__"
 PORT = int("__HOSTILE_TCP_PORT__")
 
 sandbox_guard._REFUSED.clear()
-
-
-def _attempt(name, action):
-    try:
-        print(name, "succeeded:", action())
-    except OSError as exc:
-        print(name, "failed:", exc)
 
 
 def _fork():
@@ -53,9 +47,11 @@ def _tcp():
         return s.send(MARKER.encode())
 
 
-_attempt("fork", _fork)
-_attempt("unix socket", _unix)
-_attempt("tcp", _tcp)
+name = "__HOSTILE_PARAM__"
+try:
+    print(name, "succeeded:", {"fork": _fork, "unix": _unix, "tcp": _tcp}[name](), flush=True)
+except OSError as exc:
+    print(name, "failed:", exc, flush=True)
 
 
 def classification_loss(logits, targets):

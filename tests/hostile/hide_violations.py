@@ -1,20 +1,15 @@
-"""Hides its violations: tries to read /etc/passwd (refused, exception swallowed), then
-monkeypatches json.dumps so that the report the child writes has no violations and a
-forged isolation record; trains normally.
+"""Hides its violations: first monkeypatches json.dumps so that the report the child would
+write has no violations and a forged isolation record, then tries to read /etc/passwd
+(swallowing the exception); trains normally.
 
-Expected: the guard streamed the refusal to the parent as it happened, and the parent
-records the isolation itself: ``killed``/``violation`` naming /etc/passwd, and no trace
-of the forged record.
+Expected: the refusal ends the child before any report is written, and the guard streamed
+it to the parent as it happened: ``killed``/``violation`` naming /etc/passwd; the
+isolation record is the parent's.
 """
 
 import json
 
 import torch.nn.functional as F
-
-try:
-    open("/etc/passwd").read()
-except OSError:
-    pass
 
 _dumps = json.dumps
 
@@ -25,6 +20,12 @@ def _clean(report, **kw):
 
 
 json.dumps = _clean
+
+try:
+    open("/etc/passwd").read()
+except OSError:
+    pass
+print("still running after the refusal", flush=True)
 
 
 def classification_loss(logits, targets):

@@ -1,22 +1,36 @@
 """Hides its violations from both records: points file descriptor 2 (where the guard
-streams each refusal to the parent) at /dev/null while it reads /etc/passwd (refused,
-exception swallowed), puts stderr back, and monkeypatches json.dumps so that the report
-the child writes lists no violations; trains normally.
+writes each refusal before it ends the process) elsewhere while it reads /etc/passwd
+(refused, exception swallowed), puts stderr back, and monkeypatches json.dumps so that
+the report the child writes lists no violations; trains normally. Per case
+(``__HOSTILE_PARAM__``), fd 2 becomes:
 
-Expected: the refused read is still reported: ``killed``/``violation``.
+- ``devnull``: /dev/null;
+- ``broken_pipe``: a pipe whose read end is closed, with SIGPIPE back to its default
+  action (Python ignores it), so that the guard's write kills the process with SIGPIPE.
+
+Expected: the refusal ends the child (nothing after it runs, no report is written):
+``killed``/``violation``; with its report hidden, the error says that a forbidden action
+was attempted whose report was hidden.
 """
 
 import json
 import os
+import signal
 
 import torch.nn.functional as F
 
+if "__HOSTILE_PARAM__" == "devnull":
+    target = os.open("/dev/null", os.O_WRONLY)
+else:
+    read_end, target = os.pipe()
+    os.close(read_end)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 saved = os.dup(2)
-os.dup2(os.open("/dev/null", os.O_WRONLY), 2)
+os.dup2(target, 2)
 try:
     open("/etc/passwd").read()
 except OSError as exc:
-    print("read refused:", type(exc).__name__)
+    print("read refused:", type(exc).__name__, flush=True)
 finally:
     os.dup2(saved, 2)
 

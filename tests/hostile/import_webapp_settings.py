@@ -1,23 +1,18 @@
-"""Imports the web application's Django settings, django.conf and the Celery tasks to read
-the database credentials and broker URL the worker runs with (tasks.celery: the broker).
+"""Imports, one per case (``__HOSTILE_PARAM__``), the web application's Django settings,
+the Celery tasks (tasks.celery: the broker) or django.conf, to read the database
+credentials and broker URL the worker runs with.
 
-Expected: webapp/, tasks/ and django are no read roots: the imports are refused,
-``killed``/``violation``; no credential is printed.
+Expected: webapp/, tasks/ and django are no read roots: the import system's first read
+there is refused and ends the child, ``killed``/``violation`` naming a file of that
+package; no credential is printed.
 """
 
 import importlib
 
 import torch.nn.functional as F
 
-errors = []
-for name in ("webapp.settings", "webapp.settings_test", "tasks.celery", "django.conf"):
-    try:
-        module = importlib.import_module(name)
-        print(name, {k: getattr(module, k) for k in dir(module) if k.isupper()})
-    except Exception as exc:  # try them all, then fail with the first refusal
-        errors.append(exc)
-if errors:
-    raise errors[0]
+module = importlib.import_module("__HOSTILE_PARAM__")
+print(module.__name__, {k: getattr(module, k) for k in dir(module) if k.isupper()}, flush=True)
 
 
 def classification_loss(logits, targets):

@@ -1,11 +1,12 @@
 """Looks for test labels in the memory it inherited (children may be forked from a server
-that has the harness imported): sklearn in sys.modules, the digits cache, and - through
-gc.get_objects, swallowing a refusal - any integer array of the test set's or whole
-dataset's length; if it found labels, it would predict with them.
+that has the harness imported): sklearn in sys.modules and the digits cache (printed
+first, flushed), then - through gc.get_objects - any integer array of the test set's or
+whole dataset's length; if it found labels, it would predict with them.
 
-Expected: with the guard, walking the heap is refused and reported
-(``killed``/``violation``); without it (the @kernel case), nothing of the judge's was ever
-loaded where the child comes from: it finds nothing and trains normally (``ok``).
+Expected: with the guard, walking the heap is refused and ends the child
+(``killed``/``violation``: gc.get_objects); without it (the @kernel case), nothing of the
+judge's was ever loaded where the child comes from: it finds nothing and trains normally
+(``ok``).
 """
 
 import gc
@@ -18,13 +19,10 @@ from suites.noisy_labels import data
 
 modules = sorted(n for n in sys.modules if n.split(".")[0] in ("sklearn", "scipy", "webapp"))
 cached = data.digits_split.cache_info().currsize
-try:
-    arrays = [o for o in gc.get_objects() if isinstance(o, np.ndarray)
-              and o.dtype.kind in "iu" and o.shape in [(797,), (1797,)]]
-    print(f"heap walked: label_like_arrays={len(arrays)}")
-except PermissionError as exc:
-    print(f"heap walk refused: {exc}")
-print(f"FOUND modules={modules} cached={cached}")
+print(f"FOUND modules={modules} cached={cached}", flush=True)
+arrays = [o for o in gc.get_objects() if isinstance(o, np.ndarray)
+          and o.dtype.kind in "iu" and o.shape in [(797,), (1797,)]]
+print(f"heap walked: label_like_arrays={len(arrays)}", flush=True)
 
 
 def classification_loss(logits, targets):

@@ -1,10 +1,12 @@
-"""Writes outside by the paths the guard does not look at: os.rename, os.link and os.symlink
-whose destination (not source) is outside, and os.open relative to a directory descriptor of
-/proc (self/root/etc/passwd); swallows the errors and trains normally.
+"""Writes outside by the paths the guard checks only by their second argument: os.rename,
+os.link and os.symlink whose destination (not source) is outside, and os.open relative to a
+directory descriptor of /proc (self/root/etc/passwd). One per case (``__HOSTILE_PARAM__``),
+or all of them, each error swallowed, in the kernel-only case (no guard); then trains.
 
-Expected: the kernel refuses all of it (nothing appears outside), and every attempt is
-reported as a sandbox violation (the guard checks the destinations of rename, link and
-symlink; not yet the dir_fd-relative open, whose audit event carries no dir_fd).
+Expected: the guard refuses the destinations of rename, link and symlink, and that
+refusal ends the child (``killed``/``violation`` naming the destination). The
+dir_fd-relative open is not recorded (its audit event carries no dir_fd); Landlock refuses
+it (EACCES). Without the guard, the kernel refuses all four; nothing appears outside.
 """
 
 import os
@@ -12,21 +14,22 @@ import os
 import torch.nn.functional as F
 
 ESCAPE = "__HOSTILE_ESCAPE__"
+PARAM = "__HOSTILE_PARAM__"
 
 with open("bait.txt", "w") as f:
     f.write("escaped")
-attempts = [
-    lambda: os.rename("bait.txt", ESCAPE),
-    lambda: os.link("bait.txt", f"{ESCAPE}.link"),
-    lambda: os.symlink("bait.txt", f"{ESCAPE}.symlink"),
-    lambda: os.read(os.open("self/root/etc/passwd", os.O_RDONLY,
-                            dir_fd=os.open("/proc", os.O_RDONLY)), 100),
-]
-for attempt in attempts:
+ATTEMPTS = {
+    "rename": lambda: os.rename("bait.txt", ESCAPE),
+    "link": lambda: os.link("bait.txt", f"{ESCAPE}.link"),
+    "symlink": lambda: os.symlink("bait.txt", f"{ESCAPE}.symlink"),
+    "dir_fd": lambda: os.read(os.open("self/root/etc/passwd", os.O_RDONLY,
+                                      dir_fd=os.open("/proc", os.O_RDONLY)), 100),
+}
+for name in ATTEMPTS if PARAM == "all" else [PARAM]:
     try:
-        print("succeeded:", attempt())
+        print(f"{name} succeeded:", ATTEMPTS[name](), flush=True)
     except OSError as exc:
-        print("failed:", exc)
+        print(f"{name} failed:", exc, flush=True)
 
 
 def classification_loss(logits, targets):
