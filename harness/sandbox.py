@@ -348,7 +348,7 @@ def _supervise(spec: launcher.Launch, limits: Limits, heartbeat: Callable[[], No
     outcome.report = reader(spec.workdir, outcome.wall_time)
     if code == SETUP_FAILED and not capture.ready:
         raise SandboxUnavailable(f"the sandbox could not be set up: {outcome.output[-500:]}")
-    if code == VIOLATION_EXIT:
+    if code == VIOLATION_EXIT or (code != 0 and outcome.violations):
         outcome.reason = "violation"
         outcome.error = "\n".join(outcome.violations) or (
             "the objective attempted a forbidden action (its report of it was hidden)")

@@ -98,6 +98,7 @@ def _lock_down(workdir: Path, job: dict) -> list[str]:
     guard = Guard(read, write)
     if job.get("python_guard", True):
         guard.install()
+    sys.stdout.reconfigure(line_buffering=True)  # what it printed survives a fatal refusal
     print(READY, file=sys.stderr, flush=True)  # from here on, an exit is the objective's
     return guard.violations
 

@@ -34,7 +34,8 @@ _REFUSED = {
 # Events carrying a path as their first argument that may only touch the work directory.
 _PATH_WRITES = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown",
                 "os.link", "os.symlink", "os.truncate", "os.utime", "shutil.rmtree",
-                "shutil.copyfile", "shutil.move", "os.chdir", "os.mkfifo", "os.mknod"}
+                "shutil.copyfile", "shutil.move", "os.chdir", "os.mkfifo", "os.mknod",
+                "os.setxattr", "os.removexattr", "os.chflags", "os.lchflags", "os.lchmod"}
 # Of those, the ones whose second argument is a path written too (the destination).
 _TWO_PATHS = {"os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.move"}
 _PATH_READS = {"os.listdir", "os.scandir"}
@@ -63,56 +64,130 @@ class Guard:
 
 
 def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
-    refused = tuple(_REFUSED.items())
-    refused_names = frozenset(_REFUSED)
+    """The audit hook. Everything it calls is bound here, at install time (builtins,
+    ``posix`` functions, the marker and the exit status), and anything unexpected while
+    it checks an event (an odd argument, a patched helper raising) ends the process as a
+    violation: the hook fails closed."""
+    import pathlib
+    import posix
+    import signal
+
+    refused = dict(_REFUSED)
     path_writes, two_paths, path_reads = (frozenset(_PATH_WRITES), frozenset(_TWO_PATHS),
                                           frozenset(_PATH_READS))
     readable = read + write
-    pid = os.getpid()
-    emit, end, fsdecode = os.write, os._exit, os.fsdecode
-    realpath, abspath = os.path.realpath, os.path.abspath
+    pid, exit_status, marker = posix.getpid(), VIOLATION_EXIT, MARKER
+    emit, end, fstat, set_blocking = posix.write, posix._exit, posix.fstat, os.set_blocking
+    lstat, readlink, getcwd = posix.lstat, posix.readlink, posix.getcwd
+    sigmask, quiet = signal.pthread_sigmask, {signal.SIGPIPE, signal.SIGXFSZ}
+    stderr = (fstat(2).st_dev, fstat(2).st_ino)
+    str_, bytes_, int_, len_, any_, isinstance_, type_ = (str, bytes, int, len, any,
+                                                          isinstance, type)
+    base_exception, path_types = BaseException, (pathlib.PosixPath, pathlib.PurePosixPath)
+    fspath_of_path = pathlib.PurePath.__fspath__
+    plain, plain_bytes = str.__add__, bytes.__add__
+    decode = bytes.decode
+    write_flags = _WRITE_FLAGS
 
     def refuse(what: str) -> None:
-        message = f"sandbox: {what} is not allowed"
-        if len(record) < 50:
-            record.append(message)
         try:
-            emit(2, f"\n{MARKER}{message}\n".encode())
+            message = f"sandbox: {what} is not allowed"
+            if len_(record) < 50:
+                record.append(message)
+            sigmask(signal.SIG_BLOCK, quiet)  # a closed or full stderr cannot stop the exit
+            st = fstat(2)
+            if (st.st_dev, st.st_ino) == stderr:
+                set_blocking(2, False)
+                emit(2, ("\n" + marker + message + "\n").encode())
+        except base_exception:
+            pass
         finally:
-            end(VIOLATION_EXIT)
+            end(exit_status)
+
+    def text(path: object) -> str:
+        """The path as a plain str, without calling anything the objective can replace."""
+        if isinstance_(path, str_):
+            return plain("", path)
+        if isinstance_(path, bytes_):
+            return decode(plain_bytes(b"", path), "utf-8", "surrogateescape")
+        if type_(path) in path_types and type_(path).__fspath__ is fspath_of_path:
+            return plain("", fspath_of_path(path))
+        raise TypeError("a path must be str, bytes or a plain pathlib path")
+
+    def resolve(path: str) -> str:
+        """Absolute, normalised, symlinks followed (as far as they exist), via posix only."""
+        if not path.startswith("/"):
+            path = getcwd() + "/" + path
+        pending = [p for p in path.split("/") if p]
+        pending.reverse()
+        parts: list[str] = []
+        hops = 0
+        while pending:
+            part = pending.pop()
+            if part == ".":
+                continue
+            if part == "..":
+                if parts:
+                    parts.pop()
+                continue
+            candidate = "/" + "/".join(parts + [part])
+            try:
+                is_link = (lstat(candidate).st_mode & 0o170000) == 0o120000
+            except OSError:
+                is_link = False
+            if not is_link:
+                parts.append(part)
+                continue
+            hops += 1
+            if hops > 40:
+                raise OSError("too many symbolic links")
+            target = readlink(candidate)
+            if target.startswith("/"):
+                parts = []
+            rest = [p for p in target.split("/") if p]
+            rest.reverse()
+            pending.extend(rest)
+        return "/" + "/".join(parts)
+
+    def inside(real: str, roots: tuple[str, ...]) -> bool:
+        return any_(real == root or real.startswith(root.rstrip("/") + "/") for root in roots)
 
     def check(path: object, writing: bool, listing: bool = False) -> None:
-        try:
-            real = realpath(abspath(fsdecode(path)))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+        real = resolve(text(path))
+        if inside(real, write if writing else readable):
             return
-        allowed = write if writing else readable
-        if any(real == root or real.startswith(root.rstrip("/") + "/") for root in allowed):
-            return
-        if listing and any(root.startswith(real.rstrip("/") + "/") for root in allowed):
+        if listing and any_(root.startswith(real.rstrip("/") + "/") for root in readable):
             return  # the import system lists the directories above what it may read
-        refuse(f"{'writing' if writing else 'listing' if listing else 'reading'} {real}")
+        refuse(("writing " if writing else "listing " if listing else "reading ") + real)
+
+    def body(event: str, args: tuple) -> None:
+        if event in refused:
+            if event == "os.kill" and args and type_(args[0]) is int_ and args[0] == pid:
+                return  # signalling itself is the process's own business
+            refuse(refused[event] + " (" + event + ")")
+        elif event == "open":
+            n = len_(args)
+            path = args[0] if n > 0 else None
+            if path is None or type_(path) is int_:
+                return  # an already-open descriptor
+            mode = plain("", args[1]) if n > 1 and isinstance_(args[1], str_) else ""
+            flags = args[2] if n > 2 and type_(args[2]) is int_ else 0
+            writing = any_(c in mode for c in "wax+") or (flags & write_flags) != 0
+            check(path, writing)
+        elif event in path_writes and args:
+            for arg in (args[:2] if event in two_paths else args[:1]):
+                if type_(arg) is int_:  # a descriptor: changing it is a write we cannot place
+                    refuse(event + " on a file descriptor")
+                check(arg, True)
+        elif event in path_reads and args and args[0] is not None:
+            if type_(args[0]) is not int_:
+                check(args[0], False, listing=True)
 
     def hook(event: str, args: tuple) -> None:
-        if event in refused_names:
-            if event == "os.kill" and args and args[0] == pid:
-                return  # signalling itself is the process's own business
-            refuse(f"{dict(refused)[event]} ({event})")
-        elif event == "open":
-            path, mode, flags = (list(args) + [None, None])[:3]
-            if path is None or isinstance(path, int):
-                return  # an already-open descriptor
-            writing = ((isinstance(mode, str) and any(c in mode for c in "wax+"))
-                       or (isinstance(flags, int) and flags & _WRITE_FLAGS))
-            check(path, bool(writing))
-        elif event in path_writes and args:
-            if not isinstance(args[0], int):
-                check(args[0], True)
-            if event in two_paths and len(args) > 1 and not isinstance(args[1], int):
-                check(args[1], True)
-        elif event in path_reads and args and args[0] is not None \
-                and not isinstance(args[0], int):
-            check(args[0], False, listing=True)
+        try:
+            body(event, args)
+        except base_exception as exc:  # fail closed: an event the guard could not check
+            refuse(f"an action the guard could not check ({event}: {type_(exc).__name__})")
 
     return hook
 

@@ -9,6 +9,9 @@ the trusted imports and before the objective loads, makes the kernel refuse:
   the BLAS and OpenMP pools need them); ``clone3`` answers ENOSYS so the C library
   falls back to ``clone``, whose flags the filter can read;
 - ``memfd_create``/``memfd_secret`` (native code imported from an anonymous file);
+- ``chmod``/``chown``/``utimensat``/``*xattr`` and their variants: Landlock does not
+  cover file metadata, and the child may be uid 0 without capabilities (owner of
+  root's files);
 - ``execve``/``execveat``, ``ptrace``, ``process_vm_*``, namespaces, mounts, ``bpf``,
   ``userfaultfd``, ``perf_event_open``, ``io_uring``, kernel keyrings;
 - any other ABI (32-bit or x32 system calls on x86-64): the process is killed.
@@ -42,6 +45,13 @@ _CALLS = {
     "add_key": (248, 217), "request_key": (249, 218),
     # anonymous files that could be mapped executable (a native module from memory)
     "memfd_create": (319, 279), "memfd_secret": (447, 447),
+    # file metadata: Landlock has no right for modes, owners, times or extended attributes
+    "chmod": (90, None), "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452),
+    "chown": (92, None), "fchown": (93, 55), "lchown": (94, None), "fchownat": (260, 54),
+    "utime": (132, None), "utimes": (235, None), "futimesat": (261, None),
+    "utimensat": (280, 88), "setxattr": (188, 5), "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7), "removexattr": (197, 14), "lremovexattr": (198, 15),
+    "fremovexattr": (199, 16), "setxattrat": (463, 463), "removexattrat": (466, 466),
 }
 _CLONE, _CLONE3 = (56, 220), (435, 435)
 _ARCH = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}

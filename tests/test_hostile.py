@@ -838,39 +838,11 @@ def test_symlinking_the_outputs_outside_is_a_violation(corpus):
     assert hashlib.sha256(corpus.victim.read_bytes()).hexdigest() == corpus.victim_digest
 
 
-# The child runs as the test's own uid (no unprivileged uid to drop to here), so it owns
-# the victim, and Landlock does not govern metadata.
-METADATA_HOLE = pytest.mark.xfail(not SUPPORT["uid_drop"], strict=True, reason=(
-    "file metadata changed outside the work directory through every layer: Landlock has "
-    "no access right for mode, times or extended attributes, seccomp allows "
-    "fchmod/fchmodat, utimensat and the *setxattr calls, and the child is uid 0 here, "
-    "owner of root's files. @setxattr: the guard does not check os.setxattr (nor "
-    "os.removexattr), so a user.* attribute lands on the victim outside. "
-    "@fd_in_read_root: the guard checks only path arguments, so os.fchmod(fd, 0o666), "
-    "os.utime(fd, ...) and os.setxattr(fd, ...) on a descriptor opened read-only inside a "
-    "read root (here a file in the suites package; equally /dev/zero, /dev/urandom, the "
-    "interpreter, the harness's source) all succeed. @chmod_past_the_guard: with the "
-    "guard's path check off (builtins.any, see guard_rebind), chmod 0666 and utime on the "
-    "victim outside succeed (/etc/shadow could be made world-readable). Each cell is 'ok'"))
-
-
-def _user_xattrs() -> bool:
-    """Whether the file system of the test's temporary files takes user.* attributes."""
-    import tempfile
-
-    with tempfile.NamedTemporaryFile() as f:
-        try:
-            os.setxattr(f.name, "user.probe", b"1")
-        except OSError:
-            return False
-    return True
-
-
 @pytest.mark.parametrize("case", [
-    pytest.param("metadata_outside@setxattr", marks=METADATA_HOLE if _user_xattrs() else ()),
+    pytest.param("metadata_outside@setxattr"),
     "metadata_outside@chmod",
-    pytest.param("metadata_outside@fd_in_read_root", marks=[needs_kernel, METADATA_HOLE]),
-    pytest.param("metadata_outside@chmod_past_the_guard", marks=[needs_kernel, METADATA_HOLE]),
+    pytest.param("metadata_outside@fd_in_read_root", marks=needs_kernel),
+    pytest.param("metadata_outside@chmod_past_the_guard", marks=needs_kernel),
 ])
 def test_metadata_outside_is_left_untouched(corpus, case):
     run = corpus.run(case)
@@ -1087,25 +1059,11 @@ def test_rebinding_what_the_guard_calls_leaves_landlock_refusing(corpus, case):
 @needs_kernel
 @pytest.mark.parametrize("case", cases_of("guard_rebind", "any", "isinstance", "fspath",
                                           "joinrealpath"))
-@pytest.mark.xfail(strict=True, reason=(
-    "guard bypass (recording only; Landlock refuses the read): the hook still looks up "
-    "builtins (any, isinstance, len, dict, list, bool, TypeError, ValueError) at each event, "
-    "and its captured helpers look up their own internals: os.fsdecode calls os.fspath "
-    "(a TypeError there makes check() return without refusing: it fails open), "
-    "posixpath.realpath calls posixpath._joinrealpath, abspath, os.getcwd. Rebinding any "
-    "of them around a read of /etc/passwd switches the check off: nothing is recorded, "
-    "the EACCES is swallowed and the cell is 'ok'"))
 def test_rebinding_what_the_guard_calls_is_reported(corpus, case):
     assert_clear(corpus.run(case), "killed", "violation")
 
 
 @needs_kernel
-@pytest.mark.xfail(strict=True, reason=(
-    "a refusal caught and carried on from: refuse() calls builtins.len (and the hook "
-    "builtins.dict, for refused events) before its try/finally; rebound to a function "
-    "that raises, the refusal becomes an ordinary exception out of the audit hook: the "
-    "read of /etc/passwd is still aborted, but os._exit never runs, nothing is written "
-    "to stderr, the objective catches the TypeError, trains on, and the cell is 'ok'"))
 @attack("guard_rebind@len")
 def test_a_refusal_cannot_be_turned_into_an_exception(corpus):
     assert_clear(corpus.run("guard_rebind@len"), "killed", "violation")
@@ -1123,12 +1081,6 @@ def test_a_path_that_changes_its_answer_leaves_landlock_refusing(corpus):
 
 
 @needs_kernel
-@pytest.mark.xfail(strict=True, reason=(
-    "guard bypass (recording only; Landlock refuses the read): io.FileIO passes the "
-    "caller's os.PathLike itself to the 'open' audit event after converting it once for "
-    "the system call; the guard converts it again, so a __fspath__ that answers "
-    "/etc/passwd first and the work directory second is opened as /etc/passwd and "
-    "checked as the work directory: nothing is recorded, the cell is 'ok'"))
 @attack("guard_path_toctou")
 def test_a_path_that_changes_its_answer_is_reported(corpus):
     assert_clear(corpus.run("guard_path_toctou"), "killed", "violation")
@@ -1146,15 +1098,6 @@ def test_a_refusal_ends_the_child_whatever_status_it_chose(corpus, case):
 
 @needs_kernel
 @pytest.mark.parametrize("case", cases_of("guard_exit_status"))
-@pytest.mark.xfail(strict=True, reason=(
-    "violation disguised: the guard's closure holds os._exit, but refuse() reads the exit "
-    "status and the stderr marker from module globals (sandbox_guard.VIOLATION_EXIT, "
-    "MARKER) when it refuses. @status: VIOLATION_EXIT = 3, and although the parent saw "
-    "the streamed marker, _supervise maps the exit status first: failed/crash 'exited "
-    "with status 3'. @after_report: os._exit (called by the child once report.json and "
-    "outputs.npz are written) replaced by a function that sets VIOLATION_EXIT = 0 and "
-    "MARKER to something else, then reads /etc/passwd: the refusal exits 0 after an "
-    "honest report and the cell is 'ok'"))
 def test_a_refusal_is_reported_whatever_status_it_chose(corpus, case):
     assert_clear(corpus.run(case), "killed", "violation")
 
@@ -1165,12 +1108,6 @@ def test_a_refusal_blocked_on_stderr_lets_nothing_through(corpus):
     assert "root:x:0:0" not in r.output and "read /etc/passwd" not in r.output
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the process outlives a refusal: refuse() writes the report to file descriptor 2 "
-    "(blocking) before os._exit; with fd 2 pointed at a full pipe, the refusing thread "
-    "blocks forever in that write, the main thread restores stderr and trains on, and "
-    "json.dumps drops the report's copy of the refusal: nothing reaches the parent, the "
-    "cell is 'ok' (the read itself never happens)"))
 @attack("violation_in_blocked_thread")
 def test_a_refusal_blocked_on_stderr_still_ends_the_child(corpus):
     assert_clear(corpus.run("violation_in_blocked_thread"), "killed", "violation")
@@ -1382,12 +1319,6 @@ def test_a_refusal_reported_into_a_broken_pipe_lets_nothing_through(corpus):
     assert r.status != "ok" and not r.metrics  # it did end there
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "violation disguised as a crash: the guard writes its report to whatever fd 2 is, "
-    "before os._exit; fd 2 pointed at a pipe with no reader and SIGPIPE back to SIG_DFL "
-    "(Python ignores it; signal.signal raises no refused event), that write kills the "
-    "child with SIGPIPE: failed/crash 'died of SIGPIPE', no violation (likewise SIGXFSZ "
-    "with fd 2 a work-directory file at a lowered RLIMIT_FSIZE: killed/disk)"))
 @attack("hide_violations_stderr@broken_pipe")
 def test_a_refusal_reported_into_a_broken_pipe_is_still_a_violation(corpus):
     assert_clear(corpus.run("hide_violations_stderr@broken_pipe"), "killed", "violation")
