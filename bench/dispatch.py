@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--groups", type=int, default=6)
     parser.add_argument("--database",
-                        default="postgres://harness:harness@127.0.0.1:5432/harness_bench")
+                        default="postgres://harness:harness@127.0.0.1:5432/harness_dispatch")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/13")
     args = parser.parse_args()
     env = _environment(args)

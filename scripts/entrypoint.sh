@@ -80,7 +80,10 @@ case "$cmd" in
     ;;
   worker)
     wait_for_database
-    concurrency="${HARNESS_CONCURRENCY:-1}"
+    # Default: one pool process per core, one torch thread each. The suites' small models
+    # do not use a second thread well (bench/dispatch.py: 2 workers x 1 thread finished
+    # 1.6x the cells of 1 worker x 2 threads); GPU workers set HARNESS_CONCURRENCY=1.
+    concurrency="${HARNESS_CONCURRENCY:-$(cpu_count)}"
     # Each pool process trains with its share of the cores, not all of them (the worker
     # code reads HARNESS_TORCH_THREADS and calls torch.set_num_threads with it).
     if [ -z "${HARNESS_TORCH_THREADS:-}" ]; then
