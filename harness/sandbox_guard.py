@@ -61,6 +61,25 @@ class Guard:
 
     def install(self) -> None:
         sys.addaudithook(_hook(self.read, self.write, self.violations))
+        _unplug_fork_exec()
+
+
+def _unplug_fork_exec() -> None:
+    """``_posixsubprocess.fork_exec`` starts processes without an audit event: every
+    reference to it is replaced by a stub that raises one (so the guard refuses it), and
+    importing the module afresh is refused by the hook."""
+    import _posixsubprocess
+
+    original, audit = _posixsubprocess.fork_exec, sys.audit
+
+    def fork_exec(*args: object, **kwargs: object) -> None:
+        audit("os.fork")
+        raise SandboxViolation("sandbox: forking a process is not allowed")
+
+    for module in list(sys.modules.values()):
+        for name, value in list(getattr(module, "__dict__", {}).items()):
+            if value is original:
+                setattr(module, name, fork_exec)
 
 
 def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
@@ -88,6 +107,7 @@ def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
     plain, plain_bytes = str.__add__, bytes.__add__
     decode = bytes.decode
     write_flags = _WRITE_FLAGS
+    refused_imports = frozenset({"_posixsubprocess"})
 
     def refuse(what: str) -> None:
         try:
@@ -161,6 +181,10 @@ def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
         refuse(("writing " if writing else "listing " if listing else "reading ") + real)
 
     def body(event: str, args: tuple) -> None:
+        if event == "import":
+            if args and type_(args[0]) is str_ and plain("", args[0]) in refused_imports:
+                refuse("importing " + plain("", args[0]))
+            return
         if event in refused:
             if event == "os.kill" and args and type_(args[0]) is int_ and args[0] == pid:
                 return  # signalling itself is the process's own business

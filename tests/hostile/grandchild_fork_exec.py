@@ -2,9 +2,9 @@
 preexec_fn runs Python in the forked process, which makes a marker directory, keeps a file
 open in it and sleeps for 10 minutes; then the objective trains normally.
 
-Expected: the seccomp filter refuses the clone (EPERM), so no grandchild ever exists
-(``failed``/``objective``); starting a process is forbidden, so the cell should also be
-reported as a sandbox violation.
+Expected: the guard has replaced every reference to fork_exec by a stub that raises the
+``os.fork`` audit event, so the cell is ``killed``/``violation``; without the guard the
+seccomp filter would refuse the clone (EPERM). No grandchild ever exists.
 """
 
 import os
