@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--download", action="store_true",
                        help="download real datasets if missing (needs the network)")
     suite.add_argument("--json", action="store_true", help="print results as JSON")
+    suite.add_argument("--sandbox", action="store_true",
+                       help="train objective files in the sandbox the server's workers use "
+                            "(built-in baselines still run in-process)")
     suite.set_defaults(func=cmd_run_suite)
 
     ls = verbs.add_parser("ls", help="list suites, variants and built-in objectives")
@@ -135,13 +138,26 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
             if not todo:
                 continue
             try:
-                results = suite.run_cells(obj, todo, seeds, progress=advance(obj.label),
-                                          **options)
+                if args.sandbox and obj.origin != "builtin":
+                    results = _sandboxed(suite, obj, todo, seeds, device, args)
+                    advance(obj.label)(len(todo) * len(seeds))
+                else:
+                    results = suite.run_cells(obj, todo, seeds, progress=advance(obj.label),
+                                              **options)
             except FileNotFoundError as exc:  # a real dataset that is not there
                 return _fail(str(exc))
             storage.store_results(version, suite, results, env)
             _report_problems(obj.label, results, args)
     return _print_tables(suite, variants, versions, args)
+
+
+def _sandboxed(suite, obj, variants: list[str], seeds: list[int], device: str, args):
+    """The objective's cells as a worker runs a submission: in the sandbox, judged here."""
+    from harness.sandbox import run_cells_sandboxed
+
+    return run_cells_sandboxed(suite, obj.source, Path(obj.path).name or "objective.py",
+                               dict(obj.hyperparameters), variants, seeds,
+                               threads=_threads(), device=device, data_root=args.data_root)
 
 
 def default_objectives(suite) -> list[str]:
@@ -167,9 +183,13 @@ def _report_problems(label: str, results, args) -> None:
     modes = {r.info.get("fallback_reason") for r in results if r.info.get("fallback_reason")}
     for reason in modes:
         _say(f"{label}: cannot run seed-batched ({reason}); ran a per-seed loop instead", args)
-    failed = [r for r in results if r.status == "failed"]
+    failed = [r for r in results if r.status in ("failed", "killed", "timeout")]
     if failed:
-        _say(f"{label}: {len(failed)} cells failed:\n{failed[0].error}", args)
+        first = failed[0]
+        why = f" ({first.status}: {first.reason})" if first.reason else ""
+        _say(f"{label}: {len(failed)} cells did not finish{why}:\n{first.error}", args)
+        if first.output:
+            _say(f"its output:\n{first.output}", args)
     diverged = [r for r in results if r.status == "diverged"]
     if diverged:
         _say(f"{label}: {len(diverged)} seeds diverged (non-finite loss); see the div column",

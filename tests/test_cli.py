@@ -221,7 +221,7 @@ def test_objective_that_raises_is_stored_as_failed(env, tmp_path):
     proc = harness("run", "suite", "noisy-labels", "-o", "failing.py", "--variants", "sym-0.4",
                    "--seeds", "2", "--epochs", "2", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr  # a failure is a result, not a crash
-    assert "failing: 2 cells failed" in proc.stdout
+    assert "failing: 2 cells did not finish (failed: objective)" in proc.stdout
     assert "custom failure 42" in proc.stdout
 
     stored = cells(env)
@@ -393,3 +393,43 @@ def test_missing_real_dataset_is_a_clear_error_not_a_traceback(env, tmp_path):
     assert proc.returncode == 2
     assert "--download" in proc.stderr and str(tmp_path / "data") in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_sandbox_flag_trains_files_like_the_workers_do(env, tmp_path):
+    write(tmp_path / "peeking.py", """\
+        import torch.nn.functional as F
+
+
+        def classification_loss(logits, targets):
+            print("about to peek")
+            open("/etc/passwd").read()
+            return F.cross_entropy(logits, targets)
+        """)
+    write(tmp_path / "honest.py", """\
+        import torch.nn.functional as F
+
+
+        def classification_loss(logits, targets):
+            return F.cross_entropy(logits, targets, reduction="none")
+        """)
+    common = ["--variants", "sym-0.4", "--seeds", "2", "--epochs", "2"]
+    proc = harness("run", "suite", "noisy-labels", "-o", "peeking.py", "-o", "honest.py",
+                   *common, "--sandbox", env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "peeking: 2 cells did not finish (killed: violation)" in proc.stdout
+    assert "sandbox: reading /etc/passwd is not allowed" in proc.stdout
+    assert "about to peek" in proc.stdout  # its captured output, shown to its runner
+    by_label = {}
+    for c in cells(env):
+        by_label.setdefault(c["label"], []).append(c["status"])
+    assert by_label["peeking"] == ["killed", "killed"]
+    assert by_label["honest"] == ["ok", "ok"]
+    sandboxed = query(env, "SELECT m.value FROM webapp_metric m JOIN webapp_cell c ON "
+                      "m.cell_id = c.id JOIN webapp_objectiveversion v ON c.version_id = v.id "
+                      "WHERE v.label = 'honest' AND m.name = 'test_acc' ORDER BY c.seed")
+    again = harness("run", "suite", "noisy-labels", "-o", "honest.py", *common, "--force",
+                    env=env, cwd=tmp_path)  # in-process this time: the same numbers
+    assert again.returncode == 0, again.stderr
+    assert query(env, "SELECT m.value FROM webapp_metric m JOIN webapp_cell c ON "
+                 "m.cell_id = c.id JOIN webapp_objectiveversion v ON c.version_id = v.id "
+                 "WHERE v.label = 'honest' AND m.name = 'test_acc' ORDER BY c.seed") == sandboxed
