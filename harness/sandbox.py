@@ -30,6 +30,7 @@ import logging
 import os
 import shutil
 import signal
+import struct
 import tempfile
 import threading
 import time
@@ -112,18 +113,26 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
                         seeds: list[int], *, threads: int = 1, device: str = "cpu",
                         heartbeat: Callable[[], None] | None = None,
                         limits: Limits | None = None, python_guard: bool = True,
-                        data_root: str | None = None) -> list[CellResult]:
+                        data_root: str | None = None,
+                        verify_epochs: bool | None = None) -> list[CellResult]:
     """Every (variant, seed) cell of an untrusted objective: trained in the sandbox, judged here.
 
     Never raises for anything the objective does; raises for infrastructure problems
-    (the caller retries those).
+    (the caller retries those). ``verify_epochs`` (default: ``HARNESS_VERIFY_EPOCHS=1``)
+    has suites that can return every epoch's weights, so that the judge recomputes the
+    whole accuracy curve and the best-epoch metric, not only the final epoch; it costs
+    ~10% of a noisy-label group (bench/dispatch.py), hence off by default.
     """
+    if verify_epochs is None:
+        verify_epochs = os.environ.get("HARNESS_VERIFY_EPOCHS", "") == "1"
     module = protocol_module(suite)
     results: list[CellResult] = []
     jobs = module.prepare(suite, [suite.variant(v) for v in variants], seeds,
                           data_root=data_root, download=False)
     for job in jobs:
         run_limits = limits or Limits.for_run(suite, len(job.members), threads)
+        if verify_epochs:  # every epoch's weights, within half the disk quota
+            job.plan["epoch_weights_budget"] = run_limits.disk_bytes // 2
         outcome = run_child(suite, job, code, filename, hyperparameters, run_limits,
                             threads=threads, device=device, heartbeat=heartbeat,
                             python_guard=python_guard)
@@ -424,8 +433,13 @@ def _load_json(path: Path) -> dict[str, Any]:
 
 
 def _read_outputs(path: Path, max_bytes: int = 1 << 30) -> dict[str, np.ndarray]:
-    """The child's arrays; never unpickles (a pickle payload is an invalid output) and
-    never inflates: members must be stored uncompressed, as ``np.savez`` writes them."""
+    """The child's arrays, mapped read-only straight from the ``.npz`` (no inflating, no
+    copy, no unpickling: a pickle payload or an object array is an invalid output).
+
+    Members must be stored uncompressed, as ``np.savez`` writes them; each ``.npy``
+    header is parsed with numpy's own reader and its declared size checked against the
+    member's bytes before anything is mapped.
+    """
     if path.is_symlink() or not path.is_file():
         raise InvalidOutput("the trainer returned no outputs file")
     try:
@@ -439,16 +453,46 @@ def _read_outputs(path: Path, max_bytes: int = 1 << 30) -> dict[str, np.ndarray]
         raise InvalidOutput("outputs must be stored uncompressed (as np.savez writes them)")
     if sum(m.file_size for m in members) > max_bytes:
         raise InvalidOutput(f"outputs declare more than {max_bytes:,} bytes")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            if not hasattr(npz, "files"):
-                raise InvalidOutput("outputs must be an .npz archive of arrays")
-            return {k: np.asarray(npz[k]) for k in npz.files}
-    except InvalidOutput:
-        raise
-    except Exception as exc:  # noqa: BLE001 - zip, format or pickle refusal: all invalid
-        raise InvalidOutput(f"outputs are not plain numpy arrays ({type(exc).__name__}: "
-                            f"{str(exc)[:200]})") from None
+    arrays: dict[str, np.ndarray] = {}
+    with open(path, "rb") as f:
+        for member in members:
+            name = member.filename.removesuffix(".npy")
+            try:
+                arrays[name] = _map_member(f, path, member)
+            except InvalidOutput:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any malformed header is invalid output
+                raise InvalidOutput(f"outputs are not plain numpy arrays ({name}: "
+                                    f"{type(exc).__name__}: {str(exc)[:200]})") from None
+    return arrays
+
+
+def _map_member(f: Any, path: Path, member: zipfile.ZipInfo) -> np.ndarray:
+    f.seek(member.header_offset)
+    local = f.read(30)
+    if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        raise InvalidOutput("outputs are not plain numpy arrays (a damaged .npz)")
+    name_len, extra_len = struct.unpack("<HH", local[26:30])
+    start = member.header_offset + 30 + name_len + extra_len
+    end = start + member.file_size
+    f.seek(start)
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    if dtype.hasobject:
+        raise InvalidOutput("outputs are not plain numpy arrays (an object array, i.e. a "
+                            "pickle)")
+    offset = f.tell()
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < 0 or offset + nbytes > end:
+        raise InvalidOutput(f"outputs are not plain numpy arrays ({member.filename} declares "
+                            f"more bytes than it holds)")
+    if nbytes == 0:
+        return np.empty(shape, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
+                     order="F" if fortran else "C")
 
 
 # --- output capture ---------------------------------------------------------------------

@@ -60,6 +60,7 @@ class TrainResult:
     mode: str  # "vmap" or "loop"
     fallback_reason: str = ""
     params: dict[str, Tensor] = field(default_factory=dict)
+    epoch_params: dict[str, Tensor] = field(default_factory=dict)  # [E, M, ...] when kept
     wall_time: float = 0.0
 
 
@@ -104,13 +105,16 @@ def train_members(
     device: str = "cpu",
     on_epoch: Callable[[int, int], None] | None = None,
     member_loss: MemberLoss | None = None,
+    keep_epoch_params: bool = False,
 ) -> TrainResult:
     """Train one member per row of ``labels`` ([M, N]) with ``seeds[m]``'s init and order.
 
     ``loss_fn(logits, targets, progress=, index=, state=)`` returns a per-sample [B]
     or scalar loss for one member. A suite whose loss needs more than the logits
     (certified training: bounds from the parameters) passes ``member_loss`` instead.
-    ``mode`` is "auto", "vmap" or "loop".
+    ``mode`` is "auto", "vmap" or "loop". ``keep_epoch_params`` also returns every
+    epoch's stacked parameters (``epoch_params``, [E, M, ...]), so that a judge can
+    recompute each epoch's predictions itself.
     """
     if member_loss is None:
         member_loss = classification_member_loss(model, loss_fn)
@@ -131,6 +135,7 @@ def train_members(
     loss_curve = torch.zeros(members, protocol.epochs)
     grad_curve = torch.zeros(members, protocol.epochs)
     eval_preds = []
+    history: list[dict[str, Tensor]] = []
     step_fn = _vmapped_step(member_loss) if mode != "loop" else None
     fallback_reason = ""
 
@@ -175,6 +180,8 @@ def train_members(
         loss_curve[:, epoch] = (loss_sum / n).cpu()
         grad_curve[:, epoch] = (grad_sum / steps_per_epoch).cpu()
         eval_preds.append(predict(model, params, eval_x).cpu())
+        if keep_epoch_params:
+            history.append({k: v.detach().cpu().clone() for k, v in params.items()})
         if on_epoch is not None:
             on_epoch(epoch + 1, protocol.epochs)
     return TrainResult(
@@ -187,6 +194,8 @@ def train_members(
         fallback_reason=fallback_reason,
         params={k: v.detach().cpu() for k, v in params.items()},
         wall_time=time.perf_counter() - start,
+        epoch_params={k: torch.stack([h[k] for h in history]) for k in params} if history
+        else {},
     )
 
 

@@ -148,3 +148,22 @@ class _Exploit:
 
     def __reduce__(self):
         return (Path.touch, (Path(self.path),))
+
+
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+def test_verified_epochs_give_the_same_numbers_and_defeat_forged_curves():
+    variants, seeds = ["sym-0.4"], [0, 1]
+    plain = run_cells_sandboxed(NOISY, _code("ce"), "ce_copy.py", {}, variants, seeds)
+    verified = run_cells_sandboxed(NOISY, _code("ce"), "ce_copy.py", {}, variants, seeds,
+                                   verify_epochs=True)
+    for a, b in zip(plain, verified, strict=True):
+        assert (a.info["epochs_verified"], b.info["epochs_verified"]) == (False, True)
+        assert a.metrics == b.metrics and a.curves == b.curves
+    # An objective that forges every epoch's predictions but the last (1-NN, ~0.98): with
+    # verification the curve comes from each epoch's weights, so nothing is inflated.
+    forged = (HOSTILE / "fake_earlier_epochs.py").read_text()
+    for r in run_cells_sandboxed(NOISY, forged, "forged.py", {}, variants, seeds,
+                                 verify_epochs=True):
+        assert r.status != "ok" or r.metrics["best_test_acc"] < 0.9, r.metrics
