@@ -1200,8 +1200,9 @@ def test_a_wrong_dtype_loss_fails_the_objective(corpus):
 # --- outputs, reports and metrics -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("case", "why"), [("pickle_object_array", "allow_pickle=False"),
-                                           ("pickle_raw_file", "not an .npz")])
+@pytest.mark.parametrize(("case", "why"), [
+    ("pickle_object_array", "an object array, i.e. a pickle"),
+    ("pickle_raw_file", "not an .npz")])
 def test_pickled_outputs_are_rejected_and_never_unpickled(corpus, case, why):
     run = corpus.run(case)
     assert_clear(run, "failed", "invalid-output", "outputs are not plain numpy arrays", why)
