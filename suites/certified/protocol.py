@@ -228,7 +228,7 @@ def judge(suite: Suite, job: Job, outputs: dict[str, np.ndarray], report: dict,
         a = check_array(outputs, f"param:{name}", (m, *p.shape), "f")
         if alive and not np.isfinite(a[alive]).all():
             raise InvalidOutput(f"param:{name} is not finite for a member that did not diverge")
-        params[name] = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+        params[name] = torch.from_numpy(np.array(a, dtype=np.float32))  # own, writable copy
     eval_pred = check_array(outputs, "eval_predictions", (epochs, m, len(data.y_test)), "iu",
                             low=0, high=data.num_classes - 1)
     loss_curve = check_array(outputs, "loss_curve", (m, epochs), "f")
