@@ -30,11 +30,10 @@ def read_roots(workdir: Path, pid_namespace: bool, device: str) -> list[str]:
     import suites
 
     stdlib = Path(os.__file__).parent
-    roots = [str(p) for p in stdlib.iterdir() if p.name != "site-packages"]
+    roots = _entries(stdlib, lambda name: name != "site-packages")
     for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
         if Path(site).is_dir():
-            roots += [str(p) for p in Path(site).iterdir()
-                      if not p.name.lower().startswith(DENIED_PACKAGES)]
+            roots += _entries(Path(site), lambda n: not n.lower().startswith(DENIED_PACKAGES))
     roots += [str(Path(harness.__file__).parent), str(Path(suites.__file__).parent)]
     roots += ["/usr/lib", "/lib", "/lib64", "/usr/lib64", "/etc/ld.so.cache", "/dev/urandom",
               "/dev/zero", "/sys/devices/system/cpu", "/sys/fs/cgroup/cpu"]
@@ -43,6 +42,15 @@ def read_roots(workdir: Path, pid_namespace: bool, device: str) -> list[str]:
     if device.startswith("cuda"):
         roots += ["/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices"]
     return roots
+
+
+def _entries(directory: Path, keep) -> list[str]:
+    """The directory's entries to allow; a directory this uid cannot even list gives
+    nothing (it cannot read under it either)."""
+    try:
+        return [str(p) for p in directory.iterdir() if keep(p.name)]
+    except PermissionError:
+        return []
 
 
 def write_roots(workdir: Path, device: str) -> list[str]:

@@ -44,6 +44,9 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 
 def main() -> None:
     sys.dont_write_bytecode = True
+    import encodings.cp437  # noqa: F401 - zipfile's, for the .npz of inputs
+    import zipfile  # noqa: F401
+
     import numpy  # noqa: F401 - imported once here, shared by every forked job
     import torch  # noqa: F401
 
