@@ -37,7 +37,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from django.db.models import Q
 
-from suites import get_suite
+from suites import get_suite, suite_at  # suite_at: re-exported for tasks/
 from suites.base import REASONS, CellResult, Suite
 from webapp import storage
 from webapp.models import Cell, ObjectiveVersion, Submission
@@ -342,18 +342,6 @@ def load_stored(version: ObjectiveVersion, directory: Path):
     path = directory / code_filename(version.objective.slug)
     path.write_text(version.code, encoding="utf-8")
     return load_objective(str(path), version.hyperparameters)
-
-
-def suite_at(name: str, version: str) -> Suite:
-    """The registry's suite at a stored version, including a shortened ``V+eN`` version."""
-    suite = get_suite(name)
-    if version == suite.version:
-        return suite
-    match = re.fullmatch(re.escape(suite.version) + r"\+e(\d+)", version)
-    if match is None:
-        raise LookupError(f"suite {name} version {version} is no longer available "
-                          f"(current version: {suite.version})")
-    return suite.shortened(int(match.group(1)))
 
 
 def code_filename(slug: str) -> str:
