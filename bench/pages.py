@@ -139,7 +139,7 @@ def synthetic_suite(variants: int, metrics: int):
         metrics=specs,
         variants=tuple(Variant(f"v{i:02d}", {"dataset": "synthetic", "rate": float(r)},
                                f"synthetic variant {i}") for i, r in enumerate(rates)),
-        runner="bench.pages:no_runner", reference="obj-000", protocol={"epochs": 0})
+        runner="bench.pages", reference="obj-000", protocol={"epochs": 0})
 
 
 def register_suite(variants: int, metrics: int) -> None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -99,7 +98,7 @@ class Suite:
     headline: str
     metrics: tuple[MetricSpec, ...]
     variants: tuple[Variant, ...]
-    runner: str  # "module:function", imported only when cells run
+    runner: str  # the protocol module (prepare/train/judge), imported only when cells run
     reference: str = "ce"
     protocol: Mapping[str, Any] = field(default_factory=dict)
     resources: Resources = Resources()
@@ -142,6 +141,7 @@ class Suite:
     def run_cells(self, objective: Any, variants: list[str], seeds: list[int],
                   **options: Any) -> list[CellResult]:
         """Train and judge every (variant, seed) cell for one objective."""
-        module, _, func = self.runner.partition(":")
-        run: Callable[..., list[CellResult]] = getattr(importlib.import_module(module), func)
-        return run(self, objective, [self.variant(v) for v in variants], seeds, **options)
+        from suites.jobs import run_in_process
+
+        return run_in_process(self, objective, [self.variant(v) for v in variants], seeds,
+                              **options)

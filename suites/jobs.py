@@ -10,7 +10,8 @@
 - ``judge(suite, job, outputs, report) -> list[CellResult]``: trusted; validates the
   outputs (:class:`InvalidOutput`) and computes every metric.
 
-:func:`run_in_process` chains them in one process: the CLI and built-in baselines.
+:func:`run_in_process` chains them in one process (``Suite.run_cells``): the CLI and
+built-in baselines.
 The sandbox (:mod:`harness.sandbox`) runs ``train`` in an isolated child instead.
 """
 
@@ -45,7 +46,7 @@ class Job:
 
 
 def protocol_module(suite: Suite) -> ModuleType:
-    return importlib.import_module(suite.runner.partition(":")[0])
+    return importlib.import_module(suite.runner)
 
 
 def train_safely(module: ModuleType, suite: Suite, objective: Any, inputs: Mapping[str, Any],

@@ -73,7 +73,7 @@ SUITE = Suite(
     headline="verified_acc",
     metrics=METRICS,
     variants=VARIANTS,
-    runner="suites.certified.protocol:run_cells",
+    runner="suites.certified.protocol",
     reference="ce",
     protocol=PROTOCOL,
     # Bound propagation in the loss makes a member several times a plain one.

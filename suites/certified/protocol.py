@@ -36,7 +36,7 @@ from suites.base import CellResult, Suite, Variant
 from suites.certified.attack import PGDConfig, pgd_evaluate, pgd_train_inputs
 from suites.certified.models import Net, certified_cnn, certified_mlp, recalibrate
 from suites.certified.schedule import Schedule
-from suites.jobs import InvalidOutput, Job, check_array, run_in_process
+from suites.jobs import InvalidOutput, Job, check_array
 
 log = logging.getLogger(__name__)
 
@@ -136,15 +136,6 @@ class Evaluation:
 
 
 # --- running cells ------------------------------------------------------------------
-
-def run_cells(suite: Suite, objective: Objective, variants: list[Variant], seeds: list[int], *,
-              device: str = "cpu", mode: str = "auto", data_root: str | None = None,
-              download: bool = False,
-              progress: Callable[[float], None] | None = None) -> list[CellResult]:
-    """Every (variant, seed) cell for a trusted ``objective``: one batched run per variant."""
-    return run_in_process(suite, objective, variants, seeds, data_root=data_root,
-                          download=download, progress=progress, device=device, mode=mode)
-
 
 def prepare(suite: Suite, variants: list[Variant], seeds: list[int], *,
             data_root: str | None = None, download: bool = False) -> list[Job]:

@@ -62,7 +62,7 @@ SUITE = Suite(
     headline="test_acc",
     metrics=METRICS,
     variants=VARIANTS,
-    runner="suites.noisy_labels.protocol:run_cells",
+    runner="suites.noisy_labels.protocol",
     reference="ce",
     protocol=PROTOCOL,
     # A 35-member digits run takes ~25 s on one core; the margins absorb a busy machine.

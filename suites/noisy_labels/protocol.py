@@ -20,7 +20,7 @@ from harness.models.mlp import mlp
 from harness.objectives.loading import Objective
 from harness.train import Protocol, predict, train_members
 from suites.base import CellResult, Suite, Variant
-from suites.jobs import InvalidOutput, Job, check_array, run_in_process
+from suites.jobs import InvalidOutput, Job, check_array
 from suites.noisy_labels.data import digits_split
 
 
@@ -38,15 +38,6 @@ def protocol_of(suite: Suite) -> Protocol:
     return Protocol(epochs=p["epochs"], batch_size=p["batch_size"], lr=p["lr"],
                     momentum=p["momentum"], weight_decay=p["weight_decay"],
                     grad_clip=p["grad_clip"], schedule=p["schedule"])
-
-
-def run_cells(suite: Suite, objective: Objective, variants: list[Variant], seeds: list[int], *,
-              device: str = "cpu", mode: str = "auto", data_root: str | None = None,
-              download: bool = False,
-              progress: Callable[[float], None] | None = None) -> list[CellResult]:
-    """Every (variant, seed) cell for a trusted ``objective``, one batched run per dataset."""
-    return run_in_process(suite, objective, variants, seeds, data_root=data_root,
-                          download=download, progress=progress, device=device, mode=mode)
 
 
 def prepare(suite: Suite, variants: list[Variant], seeds: list[int], *,
