@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.objectives.loading import load_objective
+from harness.registry import get_suite
 
 DATA = Path(__file__).parent / "data"
 PINNED = json.loads((DATA / "pinned_results.json").read_text())["cells"]
@@ -35,8 +36,6 @@ def _groups() -> list[tuple[str, int | None, str]]:
 @pytest.mark.parametrize("suite_name,epochs,objective", _groups(),
                          ids=lambda x: str(x) if x is not None else "full")
 def test_pinned_results_unchanged(suite_name, epochs, objective, one_thread):
-    from suites import get_suite
-
     expected = [c for c in PINNED if (c["suite"], c["epochs"], c["objective"])
                 == (suite_name, epochs, objective)]
     suite = get_suite(suite_name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from suites.base import REASONS
+from harness.suite import REASONS
 
 
 class Objective(models.Model):

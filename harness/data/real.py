@@ -1,6 +1,6 @@
-"""Opt-in loaders for the real datasets of the noisy-label suite (PROTOCOLS §1.1, §1.2.4).
+"""Opt-in loaders for real datasets (MNIST, CIFAR-10 and the CIFAR-10N human labels).
 
-Nothing here is needed by the default (bundled ``load_digits``) suites. Module import stays cheap:
+Nothing here is needed by the embedded default suites. Module import stays cheap:
 only numpy and the standard library are imported at top level; torch/torchvision are imported
 inside the functions that need them.
 

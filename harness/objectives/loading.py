@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.objectives.builtin import BUILTIN_NAMES, builtin_path
-from harness.objectives.spec import HOOKS
+from harness import registry
 
 
 class ObjectiveError(Exception):
@@ -87,10 +86,11 @@ def load_objective(spec: str, overrides: Mapping[str, Any] | None = None) -> Obj
             raise ObjectiveError("not-found", f"objective file {spec} does not exist")
         module, source = _load_file(path)
         name, origin, where = path.stem, "file", str(path.resolve())
-    elif spec in BUILTIN_NAMES:
-        where = str(builtin_path(spec))
-        module = importlib.import_module(f"harness.objectives.builtin.{spec}")
-        source, name, origin = Path(where).read_text(), spec, "builtin"
+    elif spec in registry.builtins():
+        builtin = registry.builtins()[spec]
+        where = str(builtin.path)
+        module = importlib.import_module(builtin.module)
+        source, name, origin = builtin.path.read_text(), spec, "builtin"
     elif "." in spec:
         module = _import_module(spec)
         where = getattr(module, "__file__", "") or ""
@@ -100,14 +100,15 @@ def load_objective(spec: str, overrides: Mapping[str, Any] | None = None) -> Obj
         raise ObjectiveError(
             "not-found",
             f"unknown objective {spec!r}: not a .py file, not a built-in "
-            f"({', '.join(BUILTIN_NAMES)}), and not a dotted module path")
+            f"({', '.join(registry.builtins())}), and not a dotted module path")
     return objective_from_module(module, source, name=name, origin=origin, path=where,
                                  overrides=overrides)
 
 
 def objective_from_module(module: types.ModuleType, source: str, *, name: str, origin: str,
                           path: str = "", overrides: Mapping[str, Any] | None = None) -> Objective:
-    hooks = {h: getattr(module, h) for h in HOOKS if callable(getattr(module, h, None))}
+    known = registry.hooks()
+    hooks = {h: getattr(module, h) for h in known if callable(getattr(module, h, None))}
     if not hooks:
         raise ObjectiveError("no-hook", _no_hook_message(module))
     defaults: dict[str, Any] = {}
@@ -115,7 +116,7 @@ def objective_from_module(module: types.ModuleType, source: str, *, name: str, o
     for hook, fn in hooks.items():
         defaults.update(check_signature(hook, fn))
         params = inspect.signature(fn).parameters
-        context[hook] = tuple(c for c in HOOKS[hook].context if c in params)
+        context[hook] = tuple(c for c in known[hook].context if c in params)
     hyperparameters = {**defaults, **coerce_overrides(overrides or {}, defaults)}
     doc = (inspect.getdoc(module) or "").strip().splitlines()
     return Objective(name=name, origin=origin, source=source, hooks=hooks, defaults=defaults,
@@ -125,7 +126,7 @@ def objective_from_module(module: types.ModuleType, source: str, *, name: str, o
 
 def check_signature(hook: str, fn: Callable) -> dict[str, Any]:
     """Check a hook's signature against the contract; return its hyperparameter defaults."""
-    spec = HOOKS[hook]
+    spec = registry.hooks()[hook]
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError) as exc:
@@ -205,7 +206,8 @@ def _cast_bool(value: Any, default: bool, key: str) -> bool:
 
 
 def _hyperparameter_names(hook: str, fn: Callable) -> set[str]:
-    return {n for n in inspect.signature(fn).parameters if n not in HOOKS[hook].context}
+    context = registry.hooks()[hook].context
+    return {n for n in inspect.signature(fn).parameters if n not in context}
 
 
 def _load_file(path: Path) -> tuple[types.ModuleType, str]:
@@ -269,10 +271,11 @@ def _no_hook_message(module: types.ModuleType) -> str:
 
     names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
              and getattr(v, "__module__", None) == module.__name__]
-    known = ", ".join(f"{h}{spec.summary.split(' ->')[0]}" for h, spec in HOOKS.items())
+    hooks = registry.hooks()
+    known = ", ".join(f"{h}{spec.summary.split(' ->')[0]}" for h, spec in hooks.items())
     msg = f"no known hook: define one of {known}"
     for n in names:
-        close = difflib.get_close_matches(n, list(HOOKS), n=1, cutoff=0.6)
+        close = difflib.get_close_matches(n, list(hooks), n=1, cutoff=0.6)
         if close:
             return msg + f" (found {n!r}: did you mean {close[0]!r}?)"
     if names:

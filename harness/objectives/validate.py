@@ -1,11 +1,14 @@
 """Check an objective before anything runs, and report every problem found.
 
 ``validate(spec)`` loads the objective (any :class:`ObjectiveError` becomes a
-problem with the same code), then smoke-tests each hook on a small, fixed batch:
-it must return a floating tensor, scalar or per-sample, finite on ordinary,
-confident and all-zero logits, with a finite, non-zero gradient to the logits.
-Finally it tries the hook seed-batched under ``torch.func.vmap``, as the trainer
-does; failing that is a warning, since the trainer falls back to a loop.
+problem with the same code), then runs each hook's smoke test, named by its
+:class:`~harness.objectives.spec.HookSpec` (a suite declares one for every hook it
+introduces). For loss-like hooks, :func:`check_loss_hook` does the work on a suite's
+input cases: the hook must return a floating tensor, scalar or per-sample, finite on
+every case (ordinary, confident and all-zero logits for ``classification_loss``), with
+a finite, non-zero gradient to its inputs; finally it runs seed-batched under
+``torch.func.vmap``, as the trainer does; failing that is a warning, since the trainer
+falls back to a loop.
 
 torch is imported inside functions only: importing this module stays cheap.
 """
@@ -37,7 +40,7 @@ class Problem:
 
 
 @dataclass
-class Report:
+class Validation:
     spec: str
     objective: Objective | None = None
     problems: list[Problem] = field(default_factory=list)
@@ -59,9 +62,9 @@ class Report:
         return f"FAILED: {self.spec} — {errors} error{'s' if errors != 1 else ''}"
 
 
-def validate(spec: str, overrides: Mapping[str, Any] | None = None) -> Report:
+def validate(spec: str, overrides: Mapping[str, Any] | None = None) -> Validation:
     """Load ``spec`` and smoke-test its hooks; never raises for problems in user code."""
-    report = Report(spec)
+    report = Validation(spec)
     try:
         report.objective = load_objective(spec, overrides)
     except ObjectiveError as exc:
@@ -72,9 +75,7 @@ def validate(spec: str, overrides: Mapping[str, Any] | None = None) -> Report:
                                        f"{type(exc).__name__}: {exc}"))
         return report
     for hook in report.objective.hooks:
-        check = SMOKE_TESTS.get(hook)
-        if check is not None:
-            report.problems.extend(check(report.objective, hook))
+        report.problems.extend(smoke_test(hook)(report.objective, hook))
     return report
 
 
@@ -95,126 +96,192 @@ def _format_problem(problem: Problem) -> str:
     return "\n".join(lines)
 
 
-# --- classification_loss smoke test ------------------------------------------------
+# --- smoke tests -----------------------------------------------------------------
 
 
 @dataclass
-class _Case:
+class SmokeCase:
+    """One input case for a loss-like hook: positional tensors and the context on offer
+    (the bound hook takes only what it asks for). Floating tensors, in the arguments or
+    in the context (nested in lists and tuples, or returned by a context function), get
+    gradients; the loss must reach at least one of them."""
+
     name: str
-    logits: Any  # Tensor [B, C]
-    progress: float
+    args: tuple
+    context: dict[str, Any]
 
 
-def check_classification_loss(objective: Objective, hook: str) -> list[Problem]:
-    """Run the hook on a fixed batch and edge cases; check output, gradient and vmap."""
+def check_loss_hook(objective: Objective, hook: str, cases: list[SmokeCase], *, batch: int,
+                    inputs: str) -> list[Problem]:
+    """Run a loss-like hook on ``cases`` (the first is the ordinary batch) and, when they
+    pass, seed-batched under vmap: every suite's smoke test for such hooks ends here.
+    ``inputs`` names the inputs in messages ("the logits")."""
     import torch
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        return _check_classification(objective, hook)
+        fn, filename = objective.bind(hook), _user_file(objective, hook)
+        found: dict[str, list[tuple[str, str]]] = {}  # code -> [(case, detail)]
+        for case in cases:
+            for code, detail in _run_case(fn, case, batch, inputs, filename,
+                                          ordinary=case is cases[0]):
+                found.setdefault(code, []).append((case.name, detail))
+            if case is cases[0] and found:
+                break  # a broken contract on the ordinary batch makes the rest noise
+        problems = [Problem(code, "error", _merge(hook, code, hits, cases[0].name))
+                    for code, hits in found.items()]
+        if not problems:
+            problems += _check_vmap(fn, hook, cases[0])
+        return problems
 
 
-def _check_classification(objective: Objective, hook: str) -> list[Problem]:
+def classification_cases(wants_progress: bool) -> list[SmokeCase]:
+    """A fixed batch of 8 logits over 10 classes, confident and all-zero logits, and the
+    ends of training when the hook reads ``progress``."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
     base = torch.randn(BATCH, CLASSES, generator=gen)
     targets = torch.randint(CLASSES, (BATCH,), generator=gen)
-    cases = [_Case(ORDINARY, base, 0.5),
-             _Case("confident logits (30 × randn)", 30 * base, 0.5),
-             _Case("all-zero logits", torch.zeros_like(base), 0.5)]
-    if objective.wants(hook, "progress"):
-        cases += [_Case("progress=0.0", base, 0.0), _Case("progress=1.0", base, 1.0)]
-    fn, filename = objective.bind(hook), _user_file(objective, hook)
-    found: dict[str, list[tuple[str, str]]] = {}  # code -> [(case, detail)]
-    for case in cases:
-        for code, detail in _run_case(fn, hook, case, targets, filename):
-            found.setdefault(code, []).append((case.name, detail))
-        if case.name == ORDINARY and found:
-            break  # a broken contract on the ordinary batch makes the rest noise
-    problems = [Problem(code, "error", _merge(hook, code, hits)) for code, hits in found.items()]
-    if not problems:
-        problems += _check_vmap(fn, hook, base, targets)
-    return problems
+
+    def case(name: str, logits: Any, progress: float = 0.5) -> SmokeCase:
+        return SmokeCase(name, (logits, targets),
+                         {"progress": progress, "index": torch.arange(BATCH),
+                          "state": torch.full((STATE_SIZE,), float("nan"))})
+
+    cases = [case(ORDINARY, base), case("confident logits (30 × randn)", 30 * base),
+             case("all-zero logits", torch.zeros_like(base))]
+    if wants_progress:
+        cases += [case("progress=0.0", base, 0.0), case("progress=1.0", base, 1.0)]
+    return cases
 
 
-def _run_case(fn: Callable, hook: str, case: _Case, targets: Any,
-              filename: str) -> list[tuple[str, str]]:
+def check_classification_loss(objective: Objective, hook: str) -> list[Problem]:
+    """``classification_loss`` on :func:`classification_cases`."""
+    return check_loss_hook(objective, hook,
+                           classification_cases(objective.wants(hook, "progress")),
+                           batch=BATCH, inputs="the logits")
+
+
+def _run_case(fn: Callable, case: SmokeCase, batch: int, inputs: str, filename: str, *,
+              ordinary: bool) -> list[tuple[str, str]]:
     """[(code, detail)] for one input case; empty when the hook behaves."""
     import torch
 
-    logits = case.logits.clone().requires_grad_()
-    context = {"progress": case.progress, "index": torch.arange(BATCH),
-               "state": torch.full((STATE_SIZE,), float("nan"))}
+    leaves: list[Any] = []
+    args, context = _with_grad((case.args, case.context), leaves)
     try:
-        out = fn(logits, targets, **context)
+        out = fn(*args, **context)
     except Exception as exc:
         return [("exception", _exception_detail(exc, filename))]
-    contract = _check_output(out)
+    contract = _check_output(out, batch, case)
     if contract:
         return [contract]
     if not bool(torch.isfinite(out).all()):
         return [("non-finite", _nonfinite_detail(out))]
-    return _check_grad(out, logits, case.name == ORDINARY, filename)
+    return _check_grad(out, leaves, ordinary, inputs, filename)
 
 
-def _check_output(out: Any) -> tuple[str, str] | None:
+def _with_grad(value: Any, leaves: list[Any]) -> Any:
+    """A copy of ``value`` whose floating tensors require gradients (collected in ``leaves``);
+    context functions return such copies of what they return."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            leaf = value.detach().clone().requires_grad_()
+            leaves.append(leaf)
+            return leaf
+        return value
+    if isinstance(value, tuple):
+        return tuple(_with_grad(v, leaves) for v in value)
+    if isinstance(value, list):
+        return [_with_grad(v, leaves) for v in value]
+    if isinstance(value, dict):
+        return {k: _with_grad(v, leaves) for k, v in value.items()}
+    if callable(value):
+        return lambda *a, **k: _with_grad(value(*a, **k), leaves)
+    return value
+
+
+def _check_output(out: Any, batch: int, case: SmokeCase) -> tuple[str, str] | None:
     import torch
 
     if not isinstance(out, torch.Tensor):
         hint = " (did you call .item() or return a Python number?)" \
             if isinstance(out, int | float) else ""
         return "not-a-tensor", f"returned {type(out).__name__}, not a torch.Tensor{hint}"
-    if out.shape not in (torch.Size([]), torch.Size([BATCH])):
+    if out.shape not in (torch.Size([]), torch.Size([batch])):
+        shape = list(case.args[0].shape)
         return "shape", (f"returned shape {list(out.shape)}; it must return a scalar or a "
-                         f"per-sample loss of shape [B] = [{BATCH}] for logits [{BATCH}, "
-                         f"{CLASSES}]")
+                         f"per-sample loss of shape [B] = [{batch}] for "
+                         f"{_arg_name(case)} {shape}")
     if not out.is_floating_point():
         return "dtype", f"returned dtype {out.dtype}; the loss must be a floating-point tensor"
     return None
 
 
-def _check_grad(out: Any, logits: Any, ordinary: bool,
+def _arg_name(case: SmokeCase) -> str:
+    return "logits" if case.args and getattr(case.args[0], "dim", lambda: 0)() == 2 else \
+        "inputs"
+
+
+def _check_grad(out: Any, leaves: list[Any], ordinary: bool, inputs: str,
                 filename: str) -> list[tuple[str, str]]:
     import torch
 
     loss = out.mean() if out.dim() > 0 else out
-    no_path = ("no-grad", "the loss does not depend on the logits (no gradient reaches "
+    no_path = ("no-grad", f"the loss does not depend on {inputs} (no gradient reaches "
                "them: was something detached, computed under torch.no_grad(), or "
                "rebuilt from .item()?)")
     if not loss.requires_grad:
         return [no_path]
     try:
-        (grad,) = torch.autograd.grad(loss, logits, allow_unused=True)
+        grads = torch.autograd.grad(loss, leaves, allow_unused=True)
     except Exception as exc:
         return [("exception", "while computing the gradient: "
                  + _exception_detail(exc, filename))]
-    if grad is None:
+    grads = [g for g in grads if g is not None]
+    if not grads:
         return [no_path]
-    if not bool(torch.isfinite(grad).all()):
-        return [("non-finite-grad", "the gradient to the logits contains "
-                 + _nonfinite_kinds(grad))]
-    if ordinary and not bool(grad.any()):
-        return [("no-grad", "the gradient to the logits is zero everywhere, so training "
+    bad = [g for g in grads if not bool(torch.isfinite(g).all())]
+    if bad:
+        return [("non-finite-grad", f"the gradient to {inputs} contains "
+                 + _nonfinite_kinds(bad[0]))]
+    if ordinary and not any(bool(g.any()) for g in grads):
+        return [("no-grad", f"the gradient to {inputs} is zero everywhere, so training "
                  "would not move")]
     return []
 
 
-def _check_vmap(fn: Callable, hook: str, base: Any, targets: Any) -> list[Problem]:
-    """Run the hook for 2 seeds at once under vmap, as the seed-batched trainer does."""
+def _check_vmap(fn: Callable, hook: str, case: SmokeCase) -> list[Problem]:
+    """Run the hook for 2 seeds at once under vmap, as the seed-batched trainer does: every
+    tensor of the ordinary case (arguments and context) gets a member dimension."""
     import torch
     from torch.func import vmap
+    from torch.utils._pytree import tree_leaves, tree_map
 
-    def member_loss(logits, targets, index, state, progress):
-        out = fn(logits, targets, progress=progress, index=index, state=state)
+    def stack(t: Any) -> Any:
+        return torch.stack([t, t.flip(0) if t.is_floating_point() and t.dim() else t]) \
+            if isinstance(t, torch.Tensor) else t
+
+    tensors = {k: v for k, v in case.context.items() if _is_tensor_tree(v)}
+    static = {k: v for k, v in case.context.items() if k not in tensors}
+    args = tree_map(stack, case.args)
+    batched = tree_map(stack, tensors)
+    leaves = [t for t in tree_leaves((args, batched))
+              if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    for leaf in leaves:
+        leaf.requires_grad_()
+
+    def member_loss(args, context):
+        out = fn(*args, **context, **static)
         return out.mean() if out.dim() > 0 else out
 
-    logits = torch.stack([base, base.flip(0)]).requires_grad_()
-    args = (logits, targets.expand(2, BATCH), torch.arange(BATCH).expand(2, BATCH),
-            torch.full((2, STATE_SIZE), float("nan")), 0.5)
     try:
-        losses = vmap(member_loss, in_dims=(0, 0, 0, 0, None))(*args)
-        torch.autograd.grad(losses.sum(), logits)
+        losses = vmap(member_loss)(args, batched)
+        if losses.requires_grad:
+            torch.autograd.grad(losses.sum(), leaves, allow_unused=True)
     except Exception as exc:
         reason = _short(exc)
         return [Problem("not-vmappable", "warning",
@@ -223,14 +290,24 @@ def _check_vmap(fn: Callable, hook: str, base: Any, targets: Any) -> list[Proble
     return []
 
 
+def _is_tensor_tree(value: Any) -> bool:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, list | tuple) and value:
+        return all(_is_tensor_tree(v) for v in value)
+    return False
+
+
 # --- messages ---------------------------------------------------------------------
 
 
-def _merge(hook: str, code: str, hits: list[tuple[str, str]]) -> str:
+def _merge(hook: str, code: str, hits: list[tuple[str, str]], ordinary: str) -> str:
     """One message per code, naming every input case that produced it."""
     if len(hits) == 1 or code != "non-finite":
         case, detail = hits[0]
-        return f"{hook} {detail}" if case == ORDINARY else f"{hook}, on {case}: {detail}"
+        return f"{hook} {detail}" if case == ordinary else f"{hook}, on {case}: {detail}"
     lines = [f"{hook} returned a non-finite loss on {len(hits)} input cases:"]
     lines += [f"  {case}: {detail.removeprefix('returned ')}" for case, detail in hits]
     return "\n".join(lines)
@@ -271,6 +348,11 @@ def _user_file(objective: Objective, hook: str) -> str:
     return objective.path or module_file_of(objective.hooks[hook])
 
 
-SMOKE_TESTS: dict[str, Callable[[Objective, str], list[Problem]]] = {
-    "classification_loss": check_classification_loss,
-}
+def smoke_test(hook: str) -> Callable[[Objective, str], list[Problem]]:
+    """The hook's smoke test, named by its :class:`~harness.objectives.spec.HookSpec`."""
+    import importlib
+
+    from harness import registry
+
+    module, _, name = registry.hooks()[hook].smoke.partition(":")
+    return getattr(importlib.import_module(module), name)

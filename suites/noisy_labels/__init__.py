@@ -2,16 +2,26 @@
 
 Embedded default: scikit-learn's bundled digits (x/16), a fixed stratified 1000/797
 split, MLP 64-256-256-10, SGD momentum 0.9, lr 0.05 cosine, batch 64, 100 epochs
-(PROTOCOLS.md §1.7). The test labels are always clean.
+(README.md in this folder: the protocol and where it deviates from the literature).
+The test labels are always clean.
 """
 
 from __future__ import annotations
 
-from suites.base import MetricSpec, Resources, Suite, Variant
+from harness.suite import (
+    EPOCH,
+    Anchors,
+    CurveSpec,
+    MetricSpec,
+    Resources,
+    Suite,
+    Variant,
+    VariantAxis,
+)
 
-PROTOCOL = {"model": "mlp-64-256-256-10", "epochs": 100, "batch_size": 64, "lr": 0.05,
-            "momentum": 0.9, "weight_decay": 0.0, "schedule": "cosine", "grad_clip": 5.0,
-            "split": "digits stratified 1000/797", "x_scale": "x/16"}
+SETTINGS = {"model": "mlp-64-256-256-10", "epochs": 100, "batch_size": 64, "optimizer": "sgd",
+            "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "lr_schedule": "cosine",
+            "grad_clip": 5.0, "split": "digits stratified 1000/797", "x_scale": "x/16"}
 
 
 def _digits(name: str, kind: str, rate: float, description: str) -> Variant:
@@ -38,33 +48,54 @@ VARIANTS = (
     _real("cifar10n/worst", "cifar10", "cifar10n", "worst", "CIFAR-10N worst labels (40%)"),
 )
 
+
+def _percent(name: str, label: str, short: str, description: str,
+             better: str = "higher") -> MetricSpec:
+    return MetricSpec(name, label, better=better, unit="percent", decimals=1, short=short,
+                      description=description)
+
+
 METRICS = (
-    MetricSpec("test_acc", "clean test accuracy (last epoch)", percent=True, short="test acc",
-               description="Top-1 accuracy on the clean test set after the last epoch."),
-    MetricSpec("best_test_acc", "best-epoch test accuracy (peeks at test)", percent=True,
-               short="best-epoch†",
-               description="Secondary: the maximum over epochs; selecting it uses test labels."),
-    MetricSpec("memorization", "memorized noisy labels", higher_is_better=False, percent=True,
-               short="memorized",
-               description="Share of noisy training samples predicted as their noisy label."),
-    MetricSpec("correction", "corrected noisy labels", percent=True, short="corrected",
-               description="Share of noisy training samples predicted as their clean label."),
-    MetricSpec("noise_rate", "realized noise rate", higher_is_better=False, percent=True,
-               short="noise",
-               description="Share of training labels that differ from the clean labels."),
+    _percent("test_acc", "clean test accuracy (last epoch)", "test acc",
+             "Top-1 accuracy on the clean test set after the last epoch."),
+    _percent("best_test_acc", "best-epoch test accuracy (peeks at test)", "best-epoch†",
+             "Secondary: the maximum over epochs; selecting it uses test labels."),
+    _percent("memorization", "memorized noisy labels", "memorized",
+             "Share of noisy training samples predicted as their noisy label.", "lower"),
+    _percent("correction", "corrected noisy labels", "corrected",
+             "Share of noisy training samples predicted as their clean label."),
+    _percent("train_acc_clean", "training accuracy on the clean labels", "train (clean)",
+             "Share of training samples predicted as their clean label after the last epoch."),
+    _percent("noise_rate", "realized noise rate", "noise",
+             "Share of training labels that differ from the clean labels.", "neither"),
+    MetricSpec("best_epoch", "epoch of the best test accuracy", better="neither", decimals=0,
+               short="best epoch", description="The epoch best_test_acc was reached at."),
+)
+
+CURVES = (
+    CurveSpec("test_acc", "clean test accuracy", EPOCH, unit="percent", decimals=1),
+    CurveSpec("train_loss", "training loss (noisy labels)", EPOCH),
+    CurveSpec("grad_norm", "gradient norm before clipping", EPOCH, log=True),
 )
 
 SUITE = Suite(
     name="noisy-labels",
     version="1.0",
-    hook="classification_loss",
     description="Clean test accuracy after training on noisy labels.",
+    hooks=("classification_loss",),
     headline="test_acc",
     metrics=METRICS,
+    # 10 classes in every variant (digits, MNIST, CIFAR-10): chance accuracy -> 0, 1.0 -> 1.
+    anchors={"test_acc": Anchors(worst=0.1, best=1.0)},
     variants=VARIANTS,
-    runner="suites.noisy_labels.protocol",
+    pipeline="suites.noisy_labels.pipeline:NoisyLabels",
+    baselines=("ce", "mae", "gce", "sce", "nce_rce", "focal", "taylor_ce", "poly1",
+               "boot_soft", "boot_hard", "label_smoothing", "ldr_kl", "aldr_kl", "squentropy",
+               "only_top_p"),
     reference="ce",
-    protocol=PROTOCOL,
+    settings=SETTINGS,
+    curves=CURVES,
+    variant_axis=VariantAxis("rate", "noise rate"),
     # A 35-member digits run takes ~25 s on one core; the margins absorb a busy machine.
     resources=Resources(base_seconds=120, seconds_per_member=10),
 )

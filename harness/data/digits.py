@@ -1,4 +1,5 @@
-"""The embedded dataset: scikit-learn's bundled digits, x/16, a fixed stratified split."""
+"""scikit-learn's bundled digits (1797 8×8 images, 10 classes), x/16, in a fixed stratified
+1000/797 split shared by the digits variants of every suite."""
 
 from __future__ import annotations
 

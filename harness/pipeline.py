@@ -1,0 +1,140 @@
+"""Train inside, judge outside: the three steps every suite implements.
+
+A suite's :class:`Pipeline` (named by ``Suite.pipeline``) has
+
+- ``prepare(suite, variants, seeds)`` → jobs. Trusted. A :class:`Job` is one batched
+  training run of several (variant, seed) *members*; its ``inputs`` (numpy arrays) and
+  ``plan`` (JSON) are all its trainer may see (noisy training labels, unlabeled test
+  inputs); ``private`` (clean and test labels) stays with the judge.
+- ``train(suite, objective, inputs, plan)`` → :class:`TrainOutput`. Runs the objective
+  (inside the sandbox for submissions): numpy arrays out (weights, predictions, curves)
+  and a JSON ``info`` of how it trained. The objective's own failures raise
+  :class:`harness.train.ObjectiveRuntimeError`.
+- ``judge(suite, job, output)`` → one :class:`harness.suite.CellResult` per member.
+  Trusted: validates every array (raising :class:`InvalidOutput`) and computes every
+  metric. ``output.info`` is untrusted too: the sandbox keeps only the fields the suite
+  declares in ``Suite.train_info``, and the judge checks their values.
+
+:func:`run_in_process` chains the three in one process (the CLI, built-in baselines);
+the sandbox (:mod:`harness.sandbox`) runs ``train`` in an isolated child instead.
+See ``docs/suite-contract.md``.
+"""
+
+from __future__ import annotations
+
+import errno
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harness.suite import CellResult, Suite, Variant
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from harness.objectives.loading import Objective
+
+MEMORY_MESSAGES = ("can't allocate memory", "not enough memory", "out of memory",
+                   "cannot allocate memory")
+
+
+class InvalidOutput(ValueError):
+    """The trainer returned arrays the judge will not accept (shape, dtype, range, finiteness)."""
+
+
+@dataclass
+class Job:
+    """One batched training run of ``members`` (variant, seed) pairs."""
+
+    members: list[tuple[str, int]]
+    inputs: dict[str, Any]  # name -> numpy array: what the trainer may see
+    plan: dict[str, Any]  # JSON-safe settings for the trainer
+    private: Any = None  # the judge's alone (clean labels, test labels)
+
+
+@dataclass
+class TrainOutput:
+    """What ``train`` returns: arrays, how it trained, or why it could not."""
+
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)  # mode, fallback_reason, wall_time, …
+    error: str = ""  # set when the objective failed; no arrays then
+    reason: str = ""  # a key of harness.suite.REASONS for that failure
+
+
+class Pipeline(ABC):
+    """prepare → train → judge for one suite (see the module docstring)."""
+
+    @abstractmethod
+    def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
+                data_root: str | None = None, download: bool = False) -> list[Job]:
+        """The jobs covering every (variant, seed) member; trusted."""
+
+    @abstractmethod
+    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+              plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
+              progress: Callable[[float], None] | None = None) -> TrainOutput:
+        """Train one job's members with the objective; ``progress(cells)`` reports the
+        fraction of cells done since the last call."""
+
+    @abstractmethod
+    def judge(self, suite: Suite, job: Job, output: TrainOutput, *,
+              device: str = "cpu") -> list[CellResult]:
+        """Every member's result from the trainer's output, after checking all of it."""
+
+
+def train_safely(pipeline: Pipeline, suite: Suite, objective: Objective,
+                 inputs: Mapping[str, Any], plan: Mapping[str, Any],
+                 **options: Any) -> TrainOutput:
+    """``pipeline.train``, with an objective failure turned into an output instead of raising."""
+    from harness.objectives.loading import user_traceback
+    from harness.train import ObjectiveRuntimeError
+
+    try:
+        return pipeline.train(suite, objective, dict(inputs), dict(plan), **options)
+    except ObjectiveRuntimeError as exc:
+        cause = exc.__cause__ or exc
+        message = f"{exc}\n{user_traceback(cause, objective.path)}".rstrip()
+        return TrainOutput(error=message, reason=failure_reason(cause))
+
+
+def failure_reason(exc: BaseException) -> str:
+    """``memory`` for allocation failures (the address-space limit), else ``objective``."""
+    if isinstance(exc, MemoryError):
+        return "memory"
+    text = str(exc).lower()
+    if isinstance(exc, RuntimeError) and any(m in text for m in MEMORY_MESSAGES):
+        return "memory"
+    if type(exc).__name__ == "SandboxViolation":
+        return "violation"
+    if isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
+        return "disk"
+    return "objective"
+
+
+def failed(job: Job, error: str, reason: str = "objective", status: str = "failed",
+           wall_time: float = 0.0) -> list[CellResult]:
+    """Every member of ``job`` ended without a result, for the same reason."""
+    per_cell = wall_time / max(len(job.members), 1)
+    return [CellResult(v, s, status, error=error, reason=reason or "objective",
+                       wall_time=per_cell) for v, s in job.members]
+
+
+def run_in_process(suite: Suite, objective: Objective, variants: list[Variant],
+                   seeds: list[int], *, data_root: str | None = None, download: bool = False,
+                   progress: Callable[[float], None] | None = None,
+                   **options: Any) -> list[CellResult]:
+    """prepare → train → judge in this process (trusted objectives only)."""
+    from harness.registry import pipeline
+
+    steps = pipeline(suite)
+    results: list[CellResult] = []
+    for job in steps.prepare(suite, variants, seeds, data_root=data_root, download=download):
+        output = train_safely(steps, suite, objective, job.inputs, job.plan, progress=progress,
+                              **options)
+        if output.error:
+            results += failed(job, output.error, output.reason)
+            continue
+        results += steps.judge(suite, job, output)
+    return results

@@ -1,0 +1,443 @@
+"""What a suite declares, as typed data: everything shared code needs to know about it.
+
+A suite package (see ``docs/adding-a-suite.md``) defines one :class:`Suite` named
+``SUITE`` in its ``__init__.py`` and a :class:`harness.pipeline.Pipeline` that prepares,
+trains and judges its cells. Shared code (the CLI, the sandbox, the web pages, the API,
+the exports, the workers) reads only these declarations; nothing outside a suite's
+folder names the suite. A declaration that is incomplete or inconsistent raises
+:class:`SuiteError` when the suite is constructed, i.e. when its package is imported.
+
+Importing this module never imports numpy or torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from harness.objectives.spec import HookSpec
+
+
+class SuiteError(ValueError):
+    """A suite declaration that shared code could not work with (raised at import)."""
+
+
+# --- metrics --------------------------------------------------------------------------
+
+Unit = Literal["percent", "probability", "pvalue", "number"]
+UNITS = ("percent", "probability", "pvalue", "number")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric a suite's judge computes, with its direction and how it is shown.
+
+    ``better``: ``higher``, ``lower``, or ``neither`` for a metric that only describes a
+    cell (the realized noise rate, the best epoch): shown, never ranked or compared.
+    ``unit``: ``percent`` (a share stored in [0, 1], shown ×100 with ``decimals``,
+    differences in percentage points), ``probability`` (a value in [0, 1] shown as is),
+    ``pvalue`` (shown in scientific notation), ``number`` (shown with ``decimals``).
+    """
+
+    name: str
+    label: str
+    better: Literal["higher", "lower", "neither"] = "higher"
+    unit: Unit = "number"
+    decimals: int = 3
+    short: str = ""  # column header
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.better not in ("higher", "lower", "neither"):
+            raise SuiteError(f"metric {self.name}: better must be 'higher', 'lower' or "
+                             f"'neither'")
+        if self.unit not in UNITS:
+            raise SuiteError(f"metric {self.name}: unit must be one of {', '.join(UNITS)}")
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.better == "higher"
+
+    @property
+    def percent(self) -> bool:
+        return self.unit == "percent"
+
+    @property
+    def header(self) -> str:
+        return self.short or self.name
+
+    def improvement(self, value: float, reference: float) -> float:
+        """``value`` relative to ``reference``, positive when ``value`` is better."""
+        return value - reference if self.higher_is_better else reference - value
+
+    def format(self, value: float | None) -> str:
+        """The value as every table shows it (``–`` for a missing one)."""
+        return format_value(value, self.unit, self.decimals)
+
+    def format_delta(self, value: float | None) -> str:
+        """A signed improvement (positive = better), in percentage points for percents."""
+        return format_value(value, self.unit, self.decimals, signed=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "short": self.header,
+                "better": self.better, "higher_is_better": self.higher_is_better,
+                "unit": self.unit, "percent": self.percent, "decimals": self.decimals,
+                "description": self.description}
+
+
+def format_value(value: float | None, unit: str, decimals: int, *, signed: bool = False) -> str:
+    """One formatting rule for the CLI, the pages and the exports (the JavaScript plots
+    mirror it in ``webapp/static/webapp/plots.js``)."""
+    if value is None or not isinstance(value, int | float) or not math.isfinite(value):
+        return "–"
+    sign = "+" if signed else ""
+    if unit == "percent":
+        text = f"{100 * value:{sign}.{decimals}f}"
+    elif unit == "pvalue":
+        text = f"{value:{sign}.{max(decimals - 1, 1)}e}"
+    else:
+        text = f"{value:{sign}.{decimals}f}"
+    if signed and text.lstrip("+-").strip("0.") in ("", "e+00", "e-00"):
+        return "±" + text.lstrip("+-")
+    return text.replace("-", "−") if signed else text
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """Where the headline's normalized score is 0 (``worst``) and 1 (``best``).
+
+    Fixed per suite version, never taken from the submitted population, so that a new
+    submission changes nobody else's score. ``best < worst`` for lower-is-better metrics.
+    """
+
+    worst: float
+    best: float
+
+    def normalize(self, value: float) -> float:
+        return (value - self.worst) / (self.best - self.worst)
+
+
+# --- plots ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Axis:
+    """An x axis: what a curve's points are indexed by."""
+
+    label: str  # "epoch", "ε", "severity", "batch", "unlearning step"
+    unit: str = ""
+
+
+EPOCH = Axis("epoch")
+
+
+@dataclass(frozen=True)
+class CurveSpec:
+    """A per-seed series the judge stores, drawn against its own x axis.
+
+    Without ``x_values`` the points sit at 1, 2, …, n of ``x`` (epochs, batches, steps);
+    with it, the x values are the stored curve of that name (an ε grid, severities),
+    which is itself declared with ``drawn=False``.
+    """
+
+    name: str
+    label: str
+    x: Axis = EPOCH
+    unit: Unit = "number"
+    decimals: int = 3
+    log: bool = False  # a log y axis (gradient norms)
+    x_values: str | None = None
+    drawn: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "x_label": self.x.label,
+                "x_unit": self.x.unit, "unit": self.unit, "decimals": self.decimals,
+                "log": self.log, "x_values": self.x_values, "drawn": self.drawn}
+
+
+@dataclass(frozen=True)
+class ScatterSpec:
+    """Per-seed (x, y) pairs of two metrics, in the metrics' own units."""
+
+    x: str
+    y: str
+
+
+@dataclass(frozen=True)
+class ReliabilitySpec:
+    """A reliability diagram from three stored per-seed curves over confidence bins:
+    mean confidence, accuracy and the number of samples of each bin."""
+
+    confidence: str
+    accuracy: str
+    count: str
+    label: str = "reliability diagram"
+
+
+@dataclass(frozen=True)
+class VariantAxis:
+    """How variants line up for the headline-across-variants plot: the numeric variant
+    config key on the x axis (noise rate, ε, severity) and its label."""
+
+    key: str
+    label: str
+    unit: str = ""
+
+
+# --- variants and resources -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration of a suite (dataset × condition)."""
+
+    name: str
+    config: Mapping[str, Any]
+    description: str
+    default: bool = True  # part of the default run (real-data variants are opt-in)
+    queue: str = "cpu"
+
+    def config_hash(self, suite: Suite) -> str:
+        # The "protocol" key names the suite's settings in every stored hash.
+        payload = {"suite": suite.name, "version": suite.version, "variant": self.name,
+                   "config": dict(self.config), "protocol": dict(suite.settings)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A suite's per-run budget: the sandbox's limits and the worker's time limits.
+
+    A run trains ``members`` = variants × seeds together; its wall budget is
+    ``base_seconds + seconds_per_member * members`` (scaled by ``HARNESS_TIME_SCALE``
+    on slower machines), the CPU budget that times the cores it may use.
+    """
+
+    base_seconds: float = 120.0
+    seconds_per_member: float = 30.0
+    memory_mb: int = 16_384  # address space; torch's CUDA build maps several GB at import
+    disk_mb: int = 512
+    output_kb: int = 64
+
+    def wall_seconds(self, members: int) -> float:
+        scale = float(os.environ.get("HARNESS_TIME_SCALE", "1") or 1)
+        return scale * (self.base_seconds + self.seconds_per_member * max(members, 1))
+
+
+# Why a cell did not finish ``ok``/``diverged``: typed, so pages and retries can act on it.
+REASONS = {
+    "objective": "the objective raised an exception",
+    "memory": "ran out of memory (address-space limit)",
+    "cpu": "ran past its CPU-time limit",
+    "wall": "ran past its wall-clock limit",
+    "disk": "wrote more than its disk quota",
+    "output": "printed more than the output limit",
+    "violation": "sandbox violation (a forbidden file, network or process access)",
+    "invalid-output": "returned weights or predictions of the wrong format",
+    "crash": "the sandboxed process died without a result",
+    "infrastructure": "an error outside the objective (worker, broker or database)",
+}
+
+
+@dataclass
+class CellResult:
+    """A cell's outcome as the trusted judge computed it."""
+
+    variant: str
+    seed: int
+    status: str  # ok | diverged | failed | timeout | killed
+    metrics: dict[str, float] = field(default_factory=dict)
+    curves: dict[str, list[float]] = field(default_factory=dict)
+    diverged_step: int | None = None
+    error: str = ""
+    wall_time: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)  # how the cell ran (mode, sandbox)
+    reason: str = ""  # a key of REASONS when status is failed/timeout/killed
+    captured: str = ""  # the sandboxed child's stdout/stderr, truncated: the owner's only
+
+
+# Types a suite may declare for the fields of its trainer's info that its judge reads
+# (the sandbox keeps only declared fields, of these types, from the untrusted child).
+INFO_TYPES = (str, bool, int, float, dict)
+
+
+# --- the suite ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A standardized evaluation. See ``docs/suite-contract.md`` for every field.
+
+    ``hooks`` are the objective hooks the suite calls itself, ``lifts`` the hooks it
+    can lift into them (certified training lifts ``classification_loss``); an objective
+    runs on the suite when it defines any of both. ``hook_specs`` declare hooks this
+    suite introduces. ``baselines`` are the suite's own built-in objectives (its default
+    run, reference first); ``pipeline`` is ``"module:Class"`` of its
+    :class:`harness.pipeline.Pipeline`, imported only when cells run.
+    """
+
+    name: str
+    version: str
+    description: str
+    hooks: tuple[str, ...]
+    headline: str
+    metrics: tuple[MetricSpec, ...]
+    anchors: Mapping[str, Anchors]
+    variants: tuple[Variant, ...]
+    pipeline: str
+    baselines: tuple[str, ...]
+    reference: str = "ce"
+    lifts: tuple[str, ...] = ()
+    hook_specs: tuple[HookSpec, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    curves: tuple[CurveSpec, ...] = ()
+    scatters: tuple[ScatterSpec, ...] = ()
+    reliability: ReliabilitySpec | None = None
+    variant_axis: VariantAxis | None = None
+    train_info: Mapping[str, type] = field(default_factory=dict)
+    resources: Resources = Resources()
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    # --- hooks ---
+
+    @property
+    def accepted_hooks(self) -> tuple[str, ...]:
+        return (*self.hooks, *self.lifts)
+
+    def supports(self, hooks: Iterable[str]) -> bool:
+        """Whether an objective defining ``hooks`` can be run by this suite."""
+        return bool(set(self.accepted_hooks) & set(hooks))
+
+    # --- variants ---
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        names = ", ".join(v.name for v in self.variants)
+        raise KeyError(f"suite {self.name!r} has no variant {name!r} (variants: {names})")
+
+    @property
+    def default_variants(self) -> list[str]:
+        return [v.name for v in self.variants if v.default]
+
+    def queue_for(self, variants: Iterable[str]) -> str:
+        """``gpu`` when any of the variants needs it, else ``cpu``."""
+        return "gpu" if any(self.variant(v).queue == "gpu" for v in variants) else "cpu"
+
+    # --- metrics and plots ---
+
+    def metric(self, name: str) -> MetricSpec:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(f"suite {self.name!r} has no metric {name!r}")
+
+    @property
+    def headline_metric(self) -> MetricSpec:
+        return self.metric(self.headline)
+
+    @property
+    def headline_anchors(self) -> Anchors:
+        return self.anchors[self.headline]
+
+    def curve(self, name: str) -> CurveSpec:
+        for c in self.curves:
+            if c.name == name:
+                return c
+        raise KeyError(f"suite {self.name!r} declares no curve {name!r}")
+
+    # --- versions ---
+
+    def shortened(self, epochs: int) -> Suite:
+        """The same suite trained for ``epochs``: a different version, so smoke-run
+        results are stored apart and never mix with the real protocol's."""
+        return replace(self, version=f"{self.version}+e{epochs}",
+                       settings={**self.settings, "epochs": epochs})
+
+    @property
+    def base_version(self) -> str:
+        return self.version.split("+")[0]
+
+    def run_cells(self, objective: Any, variants: list[str], seeds: list[int],
+                  **options: Any) -> list[Any]:
+        """Train and judge every (variant, seed) cell for one objective, in this process."""
+        from harness.pipeline import run_in_process
+
+        return run_in_process(self, objective, [self.variant(v) for v in variants], seeds,
+                              **options)
+
+
+def _check(s: Suite) -> None:
+    """Everything shared code relies on, checked once when the suite is declared."""
+    def fail(message: str) -> None:
+        raise SuiteError(f"suite {s.name!r}: {message}")
+
+    if not s.hooks:
+        fail("declares no hook")
+    metric_names = [m.name for m in s.metrics]
+    if len(set(metric_names)) != len(metric_names):
+        fail("metric names repeat")
+    if s.headline not in metric_names:
+        fail(f"headline {s.headline!r} is not one of its metrics")
+    if s.metric(s.headline).better == "neither":
+        fail(f"headline {s.headline!r} needs a direction (better='higher' or 'lower')")
+    for name, anchors in s.anchors.items():
+        if name not in metric_names:
+            fail(f"anchors for unknown metric {name!r}")
+        if s.metric(name).better == "neither":
+            fail(f"anchors for {name!r}, which has no direction")
+        if anchors.worst == anchors.best:
+            fail(f"anchors of {name!r} are equal")
+        better = (anchors.best > anchors.worst) == (s.metric(name).higher_is_better)
+        if not better:
+            fail(f"anchors of {name!r} point the wrong way for a {s.metric(name).better}-"
+                 f"is-better metric (worst={anchors.worst}, best={anchors.best})")
+    if s.headline not in s.anchors:
+        fail(f"no normalization anchors for its headline {s.headline!r} (the cross-suite "
+             f"score needs them): declare anchors={{{s.headline!r}: Anchors(worst, best)}}")
+    variant_names = [v.name for v in s.variants]
+    if not variant_names or len(set(variant_names)) != len(variant_names):
+        fail("needs variants with distinct names")
+    if not s.baselines or s.baselines[0] != s.reference:
+        fail(f"baselines must start with its reference {s.reference!r}")
+    curve_names = [c.name for c in s.curves]
+    if len(set(curve_names)) != len(curve_names):
+        fail("curve names repeat")
+    for c in s.curves:
+        if c.x_values is not None and c.x_values not in curve_names:
+            fail(f"curve {c.name!r} takes its x values from undeclared curve {c.x_values!r}")
+    for sc in s.scatters:
+        for m in (sc.x, sc.y):
+            if m not in metric_names:
+                fail(f"scatter plot of unknown metric {m!r}")
+    if s.reliability is not None:
+        r = s.reliability
+        for c in (r.confidence, r.accuracy, r.count):
+            if c not in curve_names:
+                fail(f"reliability diagram of undeclared curve {c!r}")
+    if s.variant_axis is not None:
+        key = s.variant_axis.key
+        numeric = [v for v in s.variants if _is_number(v.config.get(key))]
+        if len(numeric) < 2:
+            fail(f"variant axis {key!r} is numeric in fewer than two variants")
+    for hook in s.hook_specs:
+        if hook.name not in s.accepted_hooks:
+            fail(f"declares hook {hook.name!r} but neither calls nor lifts it")
+    for key, kind in s.train_info.items():
+        if kind not in INFO_TYPES:
+            fail(f"train_info field {key!r} has type {kind!r}; allowed: "
+                 f"{', '.join(t.__name__ for t in INFO_TYPES)}")
+    if not isinstance(s.pipeline, str) or ":" not in s.pipeline:
+        fail("pipeline must be 'package.module:Class'")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)

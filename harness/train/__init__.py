@@ -1,0 +1,24 @@
+"""The general seed-batched trainer (see :mod:`harness.train.loop`).
+
+- :mod:`~harness.train.config`: ``TrainConfig`` and ``Optimizer``, read from a suite's settings;
+- :mod:`~harness.train.members`: stacked parameters from a fresh init per seed or checkpoints;
+- :mod:`~harness.train.batches`: samplers (shuffled per-member batches, paired batches);
+- :mod:`~harness.train.optim`: SGD, Adam and AdamW over stacked members, per-member clipping;
+- :mod:`~harness.train.loop`: ``train_members``, vmap with a loop fallback, divergence.
+"""
+
+from harness.train.batches import Paired, Sampler, Shuffled, epoch_orders
+from harness.train.config import Optimizer, TrainConfig
+from harness.train.loop import (
+    MemberLoss,
+    ObjectiveRuntimeError,
+    TrainResult,
+    classification_member_loss,
+    reduce_loss,
+    train_members,
+)
+from harness.train.members import predict, stack, stacked_init
+
+__all__ = ["MemberLoss", "ObjectiveRuntimeError", "Optimizer", "Paired", "Sampler", "Shuffled",
+           "TrainConfig", "TrainResult", "classification_member_loss", "epoch_orders",
+           "predict", "reduce_loss", "stack", "stacked_init", "train_members"]

@@ -1,0 +1,69 @@
+"""The fixed optimisation settings of a suite: only the objective varies.
+
+:meth:`TrainConfig.from_settings` is the one place a suite's settings keys are read:
+``epochs``, ``batch_size``, ``optimizer`` (``sgd`` | ``adam`` | ``adamw``), ``lr``,
+``momentum``, ``nesterov``, ``weight_decay``, ``betas``, ``adam_eps``, ``lr_schedule``
+(``cosine`` | ``constant``), ``grad_clip`` (a per-member gradient-norm bound, or None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+SCHEDULES = ("cosine", "constant")
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """An elementwise optimizer, applied to every member's parameters independently.
+
+    ``sgd`` is ``torch.optim.SGD`` (momentum, Nesterov, L2 weight decay); ``adam`` and
+    ``adamw`` are ``torch.optim.Adam`` (L2 decay in the gradient) and ``AdamW`` (decoupled
+    decay), without amsgrad.
+    """
+
+    kind: Literal["sgd", "adam", "adamw"] = "sgd"
+    lr: float = 0.05
+    momentum: float = 0.0
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+
+    def __post_init__(self) -> None:
+        if self.kind not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.kind!r} (one of {', '.join(OPTIMIZERS)})")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 100
+    batch_size: int = 64
+    optimizer: Optimizer = Optimizer()
+    lr_schedule: Literal["cosine", "constant"] = "cosine"  # cosine: to 0 over all steps
+    grad_clip: float | None = 5.0
+
+    def __post_init__(self) -> None:
+        if self.lr_schedule not in SCHEDULES:
+            raise ValueError(f"unknown lr_schedule {self.lr_schedule!r} "
+                             f"(one of {', '.join(SCHEDULES)})")
+
+    def lr_at(self, step: int, total: int) -> float:
+        lr = self.optimizer.lr
+        if self.lr_schedule == "constant":
+            return lr
+        return 0.5 * lr * (1 + math.cos(math.pi * step / total))
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> TrainConfig:
+        s = settings
+        optimizer = Optimizer(
+            kind=s.get("optimizer", "sgd"), lr=s["lr"], momentum=s.get("momentum", 0.0),
+            nesterov=s.get("nesterov", False), weight_decay=s.get("weight_decay", 0.0),
+            betas=tuple(s.get("betas", (0.9, 0.999))), eps=s.get("adam_eps", 1e-8))
+        return cls(epochs=s["epochs"], batch_size=s["batch_size"], optimizer=optimizer,
+                   lr_schedule=s.get("lr_schedule", "cosine"), grad_clip=s.get("grad_clip"))

@@ -1,0 +1,202 @@
+"""Seed-batched training: M models trained as one stacked model.
+
+Every *member* (one cell: a variant's data and a seed) has its own parameters, stacked
+along a leading dimension, and starts from them (a fresh init per seed, or a checkpoint
+per seed). Each step, the sampler gives every member its batch; the suite's member loss
+runs under ``torch.func.vmap``; the members' losses are summed and backpropagated once,
+and one update of the stacked tensors (:mod:`harness.train.optim`) is exactly one
+optimizer per member. Gradient clipping uses per-member norms.
+
+A loss that cannot be vmapped (``.item()``, Python control flow on tensor values,
+random ops) falls back to a per-member loop over the same stacked tensors, which gives
+the same numbers up to float rounding of the batched matrix products; the result says
+which mode ran. A member whose loss turns non-finite is frozen at zero and its step
+recorded; the others train on unaffected.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
+from torch.utils._pytree import tree_map
+
+from harness.train.batches import Batch, Sampler
+from harness.train.config import TrainConfig
+from harness.train.optim import StackedOptimizer, clip_coefficients, grad_norms
+
+LossFn = Callable[..., Tensor]
+# One member's loss from its parameters, its batch, its per-sample state and progress.
+MemberLoss = Callable[[dict[str, Tensor], Batch, Tensor, float], Tensor]
+
+
+@dataclass
+class TrainResult:
+    """What training returns: parameters, curves and per-epoch evaluations, never a metric."""
+
+    params: dict[str, Tensor]  # [M, ...] after the last epoch (on the CPU)
+    loss_curve: Tensor  # [M, E] mean training loss per epoch
+    grad_norm_curve: Tensor  # [M, E] mean pre-clipping gradient norm per epoch
+    diverged_step: list[int | None]  # per member: first step with a non-finite loss
+    mode: str  # "vmap" or "loop"
+    fallback_reason: str = ""
+    evaluations: Tensor | None = None  # [E, M, ...] the ``evaluate`` callback per epoch
+    epoch_params: dict[str, Tensor] = field(default_factory=dict)  # [E, M, ...] when kept
+    wall_time: float = 0.0
+
+
+class ObjectiveRuntimeError(RuntimeError):
+    """The objective raised while training; ``__cause__`` is the user's exception."""
+
+
+def train_members(
+    member_loss: MemberLoss,
+    params: Mapping[str, Tensor],
+    batches: Sampler,
+    config: TrainConfig,
+    *,
+    mode: str = "auto",
+    device: str = "cpu",
+    evaluate: Callable[[dict[str, Tensor]], Tensor] | None = None,
+    on_epoch: Callable[[int, int], None] | None = None,
+    keep_epoch_params: bool = False,
+) -> TrainResult:
+    """Train every member from ``params`` (stacked ``[M, ...]``) for ``config.epochs``.
+
+    ``member_loss(params, batch, state, progress)`` returns ONE member's per-sample
+    ``[B]`` or scalar loss; ``state`` is that member's per-sample memory (``[N]``, NaN
+    until a loss writes it). ``mode`` is "auto", "vmap" or "loop". ``evaluate(params)``
+    runs after every epoch without gradients (e.g. test predictions) and its results are
+    stacked. ``keep_epoch_params`` also returns every epoch's parameters, so that a judge
+    can recompute each epoch's predictions itself.
+    """
+    start = time.perf_counter()
+    params = {k: v.detach().to(device).clone().requires_grad_() for k, v in params.items()}
+    members = next(iter(params.values())).shape[0]
+    if batches.members != members:
+        raise ValueError(f"{members} members' parameters but batches for {batches.members}")
+    batches = batches.to(device)
+    leaves = list(params.values())
+    optimizer = StackedOptimizer(leaves, config.optimizer)
+    state = torch.full((members, batches.size), float("nan"), device=device)
+    steps_per_epoch = batches.steps_per_epoch
+    total = steps_per_epoch * config.epochs
+    alive = torch.ones(members, dtype=torch.bool, device=device)
+    diverged: list[int | None] = [None] * members
+    loss_curve = torch.zeros(members, config.epochs)
+    grad_curve = torch.zeros(members, config.epochs)
+    evaluations: list[Tensor] = []
+    history: list[dict[str, Tensor]] = []
+    step_fn = _vmapped_step(member_loss) if mode != "loop" else None
+    fallback_reason = ""
+
+    step = 0
+    for epoch in range(config.epochs):
+        loss_sum = torch.zeros(members, device=device)
+        grad_sum = torch.zeros(members, device=device)
+        for j in range(steps_per_epoch):
+            batch = batches.batch(epoch, j)
+            progress = step / total
+            if step_fn is not None:
+                try:
+                    snapshot = state.clone() if step == 0 and mode == "auto" else None
+                    losses = step_fn(params, batch, state, progress)
+                except Exception as exc:
+                    if snapshot is None:
+                        raise ObjectiveRuntimeError(_describe(exc)) from exc
+                    state.copy_(snapshot)
+                    step_fn, fallback_reason = None, _describe(exc)
+            if step_fn is None:
+                try:
+                    losses = _loop_step(member_loss, params, batch, state, progress)
+                except Exception as exc:
+                    raise ObjectiveRuntimeError(_describe(exc)) from exc
+            newly = ~torch.isfinite(losses) & alive
+            if newly.any():
+                for m in newly.nonzero().flatten().tolist():
+                    diverged[m] = step
+                alive &= ~newly
+            for leaf in leaves:
+                leaf.grad = None
+            torch.where(alive, losses, torch.zeros_like(losses)).sum().backward()
+            if newly.any():  # after backward: the graph still holds the old weights
+                optimizer.zero_members(newly)
+            norms = grad_norms(leaves, alive)
+            optimizer.step(config.lr_at(step, total), clip_coefficients(norms, config.grad_clip))
+            loss_sum += losses.detach().nan_to_num(0.0) * _batch_len(batch)
+            grad_sum += norms
+            step += 1
+        loss_curve[:, epoch] = (loss_sum / batches.size).cpu()
+        grad_curve[:, epoch] = (grad_sum / steps_per_epoch).cpu()
+        if evaluate is not None:
+            with torch.no_grad():
+                evaluations.append(evaluate(params).cpu())
+        if keep_epoch_params:
+            history.append({k: v.detach().cpu().clone() for k, v in params.items()})
+        if on_epoch is not None:
+            on_epoch(epoch + 1, config.epochs)
+    return TrainResult(
+        params={k: v.detach().cpu() for k, v in params.items()},
+        loss_curve=loss_curve,
+        grad_norm_curve=grad_curve,
+        diverged_step=diverged,
+        mode="vmap" if step_fn is not None else "loop",
+        fallback_reason=fallback_reason,
+        evaluations=torch.stack(evaluations) if evaluations else None,
+        epoch_params={k: torch.stack([h[k] for h in history]) for k in params} if history
+        else {},
+        wall_time=time.perf_counter() - start,
+    )
+
+
+def classification_member_loss(model: nn.Module, loss_fn: LossFn) -> MemberLoss:
+    """The member loss of a classification hook on batches ``{"x", "y", "index"}``:
+    ``loss_fn(model(x), y, progress=, index=, state=)``."""
+    def member_loss(p, batch, state, progress):
+        logits = functional_call(model, p, (batch["x"],))
+        return loss_fn(logits, batch["y"], progress=progress, index=batch["index"], state=state)
+
+    return member_loss
+
+
+def reduce_loss(out: Tensor) -> Tensor:
+    """Per-sample losses [B] are averaged; a scalar is used as it is; nothing else is a loss."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"the loss must return a tensor, got {type(out).__name__}")
+    if out.dim() > 1:
+        raise ValueError(f"the loss must be a scalar or per-sample [B], got shape "
+                         f"{tuple(out.shape)}")
+    return out.mean() if out.dim() > 0 else out
+
+
+def _vmapped_step(member_loss: MemberLoss) -> Callable[..., Tensor]:
+    def reduced(p, batch, state, progress):
+        return reduce_loss(member_loss(p, batch, state, progress))
+
+    return vmap(reduced, in_dims=(0, 0, 0, None))
+
+
+def _loop_step(member_loss: MemberLoss, params, batch, state, progress) -> Tensor:
+    losses = []
+    for m in range(state.shape[0]):
+        p = {k: v[m] for k, v in params.items()}
+        one = tree_map(lambda t, m=m: t[m], batch)
+        losses.append(reduce_loss(member_loss(p, one, state[m], progress)))
+    return torch.stack(losses)
+
+
+def _batch_len(batch: Batch) -> int:
+    """Samples per member in this step (of the first sampler, for paired batches)."""
+    index = batch.get("index")
+    if isinstance(index, Tensor):
+        return index.shape[1]
+    return _batch_len(next(v for v in batch.values() if isinstance(v, dict)))
+
+
+def _describe(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

@@ -1,0 +1,273 @@
+"""Train inside, judge outside: noisy labels in, weights out, metrics computed here.
+
+All (variant, seed) cells of one dataset train together as members of one seed-batched
+run. The objective only ever sees training inputs with their noisy labels; clean
+training labels and test labels stay with the judge below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from harness import seeding
+from harness.data import data_root
+from harness.models.mlp import mlp
+from harness.objectives.loading import Objective
+from harness.outputs import (
+    check_array,
+    diverged_in,
+    diverged_out,
+    params_in,
+    params_out,
+    truncate,
+)
+from harness.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
+from harness.suite import CellResult, Suite, Variant
+from harness.train import (
+    Shuffled,
+    TrainConfig,
+    classification_member_loss,
+    predict,
+    stacked_init,
+    train_members,
+)
+
+HOOK = "classification_loss"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    x_train: np.ndarray
+    y_train: np.ndarray  # clean: never handed to the objective
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+
+
+class NoisyLabels(Pipeline):
+    def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
+                data_root: str | None = None, download: bool = False) -> list[Job]:
+        """One job per dataset: training inputs, each member's noisy labels, unlabeled test
+        inputs."""
+        by_dataset: dict[str, list[Variant]] = {}
+        for v in variants:
+            by_dataset.setdefault(v.config["dataset"], []).append(v)
+        jobs = []
+        for name, group in by_dataset.items():
+            data = load_dataset(name, data_root, download)
+            members = [(v.name, s) for v in group for s in seeds]
+            noisy = np.stack([noisy_labels(data, v, s, data_root) for v in group for s in seeds])
+            jobs.append(Job(members,
+                            {"x_train": data.x_train, "labels": noisy, "x_eval": data.x_test},
+                            {"seeds": [s for _, s in members], "num_classes": data.num_classes},
+                            private=data))
+        return jobs
+
+    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+              plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
+              progress: Callable[[float], None] | None = None) -> TrainOutput:
+        """Train every member on its noisy labels; weights and curves out, nothing judged."""
+        x_train = torch.from_numpy(inputs["x_train"])
+        labels = torch.from_numpy(inputs["labels"])
+        seeds = list(plan["seeds"])
+        config = TrainConfig.from_settings(suite.settings)
+        model = _model(x_train, plan["num_classes"])
+        init = stacked_init(model, seeds)  # on the CPU: the same init whatever the device
+        model = model.to(device)
+        size = 4 * config.epochs * len(seeds) * sum(p.numel() for p in model.parameters())
+        keep = size <= plan.get("epoch_weights_budget", 0)  # the sandbox asks, within its quota
+        # With every epoch's weights the judge predicts each epoch itself: no need to here.
+        x_eval = torch.from_numpy(inputs["x_eval"]).to(device)
+        trained = train_members(
+            classification_member_loss(model, objective.bind(HOOK)),
+            init,
+            Shuffled(seeds, config.batch_size, config.epochs, shared={"x": x_train},
+                     own={"y": labels}),
+            config, mode=mode, device=device,
+            evaluate=None if keep else (lambda p: predict(model, p, x_eval)),
+            on_epoch=_progress(progress, len(seeds)), keep_epoch_params=keep)
+        arrays = params_out(trained.params)
+        if keep:
+            arrays.update(params_out(trained.epoch_params, "epoch_param:"))
+        else:
+            arrays["eval_predictions"] = trained.evaluations.numpy()
+        arrays.update({"loss_curve": trained.loss_curve.numpy(),
+                       "grad_norm_curve": trained.grad_norm_curve.numpy(),
+                       "diverged_step": diverged_out(trained.diverged_step)})
+        return TrainOutput(arrays, {"mode": trained.mode,
+                                    "fallback_reason": trained.fallback_reason,
+                                    "wall_time": trained.wall_time})
+
+    def judge(self, suite: Suite, job: Job, output: TrainOutput, *,
+              device: str = "cpu") -> list[CellResult]:
+        """Every member's metrics from what the trainer returned, after checking all of it.
+
+        The final test and training predictions are always recomputed here from the
+        returned weights. With every epoch's weights (what the sandbox asks for), so is each
+        epoch's test accuracy (the curve and the best-epoch metric); otherwise those come
+        from the trainer's per-epoch predictions, whose last epoch must agree with the
+        weights.
+        """
+        data: Dataset = job.private
+        outputs = output.arrays
+        config = TrainConfig.from_settings(suite.settings)
+        m, epochs = len(job.members), config.epochs
+        loss = check_array(outputs, "loss_curve", (m, epochs), "f")
+        grad = check_array(outputs, "grad_norm_curve", (m, epochs), "f")
+        steps_per_epoch = -(-len(data.y_train) // config.batch_size)
+        diverged = diverged_in(outputs, m, steps_per_epoch * epochs)
+        alive = diverged < 0
+        model = model_for(data)
+        shapes = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
+        params = params_in(outputs, shapes, m, alive)
+        with torch.no_grad():
+            test_pred = predict(model, params, torch.from_numpy(data.x_test)).numpy()
+            train_pred = predict(model, params, torch.from_numpy(data.x_train)).numpy()
+        verified = any(k.startswith("epoch_param:") for k in outputs)
+        if verified:  # every epoch's test predictions from that epoch's weights
+            eval_pred = _epoch_predictions(model, data, outputs, shapes, m, epochs, alive)
+        else:
+            eval_pred = check_array(outputs, "eval_predictions", (epochs, m, len(data.y_test)),
+                                    "iu", low=0, high=data.num_classes - 1).astype(np.int64)
+            agree = (eval_pred[-1][alive] == test_pred[alive]).mean() if alive.any() else 1.0
+            if agree < 0.99:
+                raise InvalidOutput(f"the returned last-epoch predictions do not come from "
+                                    f"the returned weights (they agree on {100 * agree:.1f}% "
+                                    f"of samples)")
+        eval_pred[-1] = test_pred
+        noisy = job.inputs["labels"]
+        per_cell_time = float(output.info.get("wall_time") or 0.0) / m
+        info = {"mode": str(output.info.get("mode", "")),
+                "fallback_reason": output.info.get("fallback_reason"), "members_batched": m,
+                "epochs_verified": verified}
+        out = []
+        for i, (variant, seed) in enumerate(job.members):
+            result = judge_member(data, noisy[i], eval_pred[:, i], train_pred[i])
+            result.curves["train_loss"] = loss[i].tolist()
+            result.curves["grad_norm"] = grad[i].tolist()
+            step = None if diverged[i] < 0 else int(diverged[i])
+            status = "ok" if step is None else "diverged"
+            if step is not None:  # the frozen model's accuracy is not a result
+                result.metrics = {"noise_rate": result.metrics["noise_rate"]}
+                result.curves = truncate(result.curves, step // steps_per_epoch + 1)
+            out.append(CellResult(variant, seed, status, result.metrics, result.curves,
+                                  diverged_step=step, wall_time=per_cell_time, info=info))
+        return out
+
+
+def _progress(progress: Callable[[float], None] | None, members: int):
+    def on_epoch(epoch: int, total: int) -> None:
+        if progress is not None:
+            progress(members / total)
+
+    return on_epoch
+
+
+def _epoch_predictions(model: torch.nn.Module, data: Dataset, outputs: Mapping[str, Any],
+                       shapes: list[tuple[str, tuple[int, ...]]], m: int, epochs: int,
+                       alive: np.ndarray) -> np.ndarray:
+    """[E, M, N_test] predictions of each epoch's returned weights; the last epoch's weights
+    must be exactly the final ones."""
+    stacked = {}
+    for name, shape in shapes:
+        a = check_array(outputs, f"epoch_param:{name}", (epochs, m, *shape), "f")
+        if alive.any() and not np.isfinite(a[:, alive]).all():
+            raise InvalidOutput(f"epoch_param:{name} is not finite for a member that did "
+                                f"not diverge")
+        if not np.array_equal(a[-1], outputs[f"param:{name}"], equal_nan=True):
+            raise InvalidOutput(f"epoch_param:{name}: the last epoch's weights are not the "
+                                f"returned final weights")
+        stacked[name] = torch.from_numpy(np.array(a, dtype=np.float32))  # own, writable copy
+    x = torch.from_numpy(data.x_test)
+    with torch.no_grad():  # one epoch at a time: bigger batches are slower on a CPU
+        return np.stack([predict(model, {k: v[e] for k, v in stacked.items()}, x).numpy()
+                         for e in range(epochs)])
+
+
+def judge_member(data: Dataset, noisy: np.ndarray, eval_predictions: np.ndarray,
+                 train_predictions: np.ndarray) -> CellResult:
+    """Metrics of one member from its predictions: [E, Ne] per epoch on test, [N] on train."""
+    _check_predictions(eval_predictions, (eval_predictions.shape[0], len(data.y_test)),
+                       data.num_classes)
+    _check_predictions(train_predictions, (len(data.y_train),), data.num_classes)
+    test_acc = (eval_predictions == data.y_test[None, :]).mean(axis=1)
+    flipped = noisy != data.y_train
+    metrics = {
+        "test_acc": float(test_acc[-1]),
+        "best_test_acc": float(test_acc.max()),
+        "best_epoch": float(test_acc.argmax() + 1),
+        "noise_rate": float(flipped.mean()),
+        "train_acc_clean": float((train_predictions == data.y_train).mean()),
+    }
+    if flipped.any():
+        metrics["memorization"] = float((train_predictions[flipped] == noisy[flipped]).mean())
+        metrics["correction"] = float(
+            (train_predictions[flipped] == data.y_train[flipped]).mean())
+    return CellResult("", 0, "ok", metrics, {"test_acc": test_acc.tolist()})
+
+
+def _check_predictions(pred: np.ndarray, shape: tuple[int, ...], num_classes: int) -> None:
+    if pred.shape != shape or pred.dtype.kind not in "iu":
+        raise ValueError(f"predictions must be integer class ids of shape {shape}, "
+                         f"got {pred.dtype} {pred.shape}")
+    if pred.size and (pred.min() < 0 or pred.max() >= num_classes):
+        raise ValueError(f"predictions must lie in [0, {num_classes - 1}]")
+
+
+def noisy_labels(data: Dataset, variant: Variant, seed: int,
+                 root: str | None = None) -> np.ndarray:
+    """The training labels a member sees: drawn from (variant, seed) only."""
+    from suites.noisy_labels import noise  # scipy: the trainer (sandbox) never needs it
+
+    kind, rate = variant.config["noise"], variant.config["rate"]
+    rng = seeding.rng(seed, seeding.NOISE, variant.name)
+    y, k = data.y_train, data.num_classes
+    if kind == "none":
+        return y.copy()
+    if kind == "symmetric":
+        return noise.symmetric_exact(y, rate, k, rng)
+    if kind == "asymmetric":
+        return noise.asymmetric(y, rate, noise.MNIST_ASYMMETRIC, rng)
+    if kind == "instance":
+        return noise.instance_dependent(data.x_train.reshape(len(y), -1), y, rate, k, rng)
+    if kind == "cifar10n":
+        from harness.data.real import load_cifar10n_labels
+
+        path = Path(data_root(root)) / "CIFAR-10_human.pt"
+        return load_cifar10n_labels(path, rate, expected_len=len(y)).astype(np.int64)
+    raise ValueError(f"unknown noise kind {kind!r}")
+
+
+def load_dataset(name: str, root: str | None, download: bool) -> Dataset:
+    if name == "digits":
+        from harness.data.digits import digits_split
+
+        x_tr, y_tr, x_te, y_te = digits_split()
+        return Dataset(x_tr, y_tr, x_te, y_te, 10)
+    from harness.data import real
+
+    if name == "mnist":
+        ds = real.load_mnist(data_root(root), download=download).flat()
+    elif name == "cifar10":
+        ds = real.load_cifar10(data_root(root), download=download)
+    else:
+        raise ValueError(f"unknown dataset {name!r}")
+    return Dataset(ds.x_train, ds.y_train, ds.x_test, ds.y_test, ds.num_classes)
+
+
+def model_for(data: Dataset) -> torch.nn.Module:
+    return _model(torch.from_numpy(data.x_train), data.num_classes)
+
+
+def _model(x_train: torch.Tensor, num_classes: int) -> torch.nn.Module:
+    if x_train.ndim == 2:
+        return mlp((x_train.shape[1], 256, 256, num_classes))
+    from harness.models.cnn import small_cnn
+
+    return small_cnn(x_train.shape[1], num_classes)
