@@ -63,7 +63,7 @@ def main() -> None:
 
     redis.Redis.from_url(args.broker).flushdb()
 
-    from suites import get_suite
+    from harness.registry import get_suite
 
     suite = get_suite(SUITE)
     if args.epochs:
@@ -222,7 +222,7 @@ class Workers:
 
 def _environment(args) -> dict[str, str]:
     return {"DATABASE_URL": args.database, "HARNESS_BROKER_URL": args.broker,
-            "DJANGO_SETTINGS_MODULE": "webapp.settings", "HARNESS_RUNNER": "none",
+            "DJANGO_SETTINGS_MODULE": "webapp.settings", "HARNESS_EXECUTOR": "none",
             "HARNESS_REAP_INTERVAL": "0"}
 
 

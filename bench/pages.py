@@ -127,7 +127,7 @@ def setup(args: argparse.Namespace) -> None:
 
 
 def synthetic_suite(variants: int, metrics: int):
-    from suites.base import MetricSpec, Suite, Variant
+    from harness.suite import MetricSpec, Suite, Variant
 
     specs = tuple(MetricSpec(f"m{i}", "headline accuracy" if i == 0 else f"metric {i}",
                              higher_is_better=i % 3 != 2, percent=i == 0, short=f"m{i}")
@@ -158,7 +158,7 @@ def load(args: argparse.Namespace, first: int, last: int) -> dict:
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from suites import get_suite
+    from harness.registry import get_suite
     from webapp.models import Objective, ObjectiveVersion
 
     suite = get_suite(SUITE_NAME)

@@ -50,7 +50,7 @@ from harness.train import (  # noqa: E402
     stacked_init,
     train_members,
 )
-from suites import get_suite  # noqa: E402
+from harness.registry import get_suite  # noqa: E402
 from suites.noisy_labels import protocol as nl  # noqa: E402
 
 THREADS = 2

@@ -1,21 +1,19 @@
 """``harness``: run suites, list what exists, validate objectives, show stored results.
 
-This entry point wires the engine, the suites and storage together. Heavy imports
-(torch, Django) happen inside the verbs that need them, so ``harness --help`` and
-``harness ls`` stay fast.
+An entry point: it wires the engine, the registered suites and storage (``webapp.storage``,
+imported lazily) together, which engine modules never do. Heavy imports (torch, Django)
+happen inside the verbs that need them, so ``harness --help`` and ``harness ls`` stay fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
-import math
 import os
 import sys
 from pathlib import Path
 
-from harness.objectives.builtin import BUILTIN_NAMES, builtin_path
+from harness import registry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("name", help="suite name, e.g. noisy-labels (see `harness ls`)")
     suite.add_argument("--objective", "-o", action="append", metavar="X",
                        help="file.py, built-in name or dotted module (repeatable; "
-                            "default: every built-in defining the suite's hook)")
+                            "default: the suite's own baselines)")
     suite.add_argument("--variants", nargs="+", metavar="V", help="default: the public set")
     suite.add_argument("--seeds", type=int, default=5, help="number of seeds (0..N-1)")
     suite.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides",
@@ -56,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--sandbox", action="store_true",
                        help="train objective files in the sandbox the server's workers use "
                             "(built-in baselines still run in-process)")
+    suite.add_argument("--workers", type=int, metavar="N",
+                       help="processes training cell groups at once (default: one per core, "
+                            "$HARNESS_WORKERS)")
     suite.set_defaults(func=cmd_run_suite)
 
     ls = verbs.add_parser("ls", help="list suites, variants and built-in objectives")
@@ -67,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=cmd_validate)
 
     results = verbs.add_parser("results", help="tables of stored results")
-    results.add_argument("suite", nargs="?", default="noisy-labels")
+    results.add_argument("suite", nargs="?", help="default: every suite with results")
     results.add_argument("--variants", nargs="+", metavar="V")
     results.add_argument("--json", action="store_true")
     results.set_defaults(func=cmd_results)
@@ -84,15 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
 # --- run ------------------------------------------------------------------------------
 
 def cmd_run_suite(args: argparse.Namespace) -> int:
-    from suites import get_suite
-
-    suite = get_suite(args.name)
+    suite = registry.get_suite(args.name)
     if args.epochs:
         suite = suite.shortened(args.epochs)
     variants = args.variants or suite.default_variants
     for v in variants:
         suite.variant(v)
-    specs = args.objective or default_objectives(suite)
+    specs = args.objective or list(suite.baselines)
     if args.overrides and len(specs) != 1:
         return _fail("--set applies to one objective: pass exactly one --objective")
 
@@ -109,74 +108,74 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
                      f"which the {suite.name} suite needs")
     if suite.reference not in {o.name for o in objectives}:
         objectives.insert(0, load_objective(suite.reference))  # P(improvement) needs it
+        specs.insert(0, suite.reference)
 
     _setup_django()
-    import torch
-
     from harness.environment import environment
+    from harness.parallel import default_workers, run_groups
     from webapp import storage
 
-    torch.set_num_threads(_threads())
     device = _device(args.device)
     env = environment(device)
     seeds = list(range(args.seeds))
-    versions, plan = [], []
-    for obj in objectives:
+    workers = args.workers or default_workers()
+    versions, groups = [], []  # groups: (label, version, LocalGroup)
+    for spec, obj in zip(specs, objectives, strict=True):
         version = storage.version_for(obj)
         versions.append(version)
         done = set() if args.force else storage.finished_cells(version, suite, variants, seeds)
         todo = [v for v in variants if any((v, s) not in done for s in seeds)]
-        plan.append((obj, version, todo))
-    total = sum(len(todo) * len(seeds) for _, _, todo in plan)
+        if todo:
+            sandboxed = args.sandbox and obj.origin != "builtin"
+            groups.append((obj.label, version, _group(spec, obj, suite, todo, seeds,
+                                                      overrides, args, sandboxed)))
+    groups = _spread(groups, workers)
+    owner = {id(g): (label, version) for label, version, g in groups}
+    total = sum(g.cells for _, _, g in groups)
     skipped = len(objectives) * len(variants) * len(seeds) - total
     if skipped:
         _say(f"{skipped} cells already stored (use --force to rerun them)", args)
     options = {"device": device, "mode": args.mode, "data_root": args.data_root,
                "download": args.download}
     with _progress(total, args) as advance:
-        for obj, version, todo in plan:
-            if not todo:
-                continue
-            try:
-                if args.sandbox and obj.origin != "builtin":
-                    results = _sandboxed(suite, obj, todo, seeds, device, args)
-                    advance(obj.label)(len(todo) * len(seeds))
-                else:
-                    results = suite.run_cells(obj, todo, seeds, progress=advance(obj.label),
-                                              **options)
-            except FileNotFoundError as exc:  # a real dataset that is not there
-                return _fail(str(exc))
+        def stored(group, results) -> None:
+            label, version = owner[id(group)]
             storage.store_results(version, suite, results, env)
-            _report_problems(obj.label, results, args)
+            _report_problems(label, results, args)
+
+        try:
+            run_groups([g for _, _, g in groups], workers=workers, options=options,
+                       on_progress=lambda g, cells: advance(owner[id(g)][0])(cells),
+                       on_done=stored)
+        except FileNotFoundError as exc:  # a real dataset that is not there
+            return _fail(str(exc))
     return _print_tables(suite, variants, versions, args)
 
 
-def _sandboxed(suite, obj, variants: list[str], seeds: list[int], device: str, args):
-    """The objective's cells as a worker runs a submission: in the sandbox, judged here."""
-    from harness.sandbox import run_cells_sandboxed
+def _group(spec, obj, suite, variants, seeds, overrides, args, sandboxed):
+    from harness.parallel import LocalGroup
 
-    return run_cells_sandboxed(suite, obj.source, Path(obj.path).name or "objective.py",
-                               dict(obj.hyperparameters), variants, seeds,
-                               threads=_threads(), device=device, data_root=args.data_root)
-
-
-def default_objectives(suite) -> list[str]:
-    """The built-ins that define the suite's own hook, in display order (no torch import).
-
-    A suite may also run objectives through a hook it lifts (the certified suite lifts
-    ``classification_loss``); those run when named with ``--objective``, so that a default
-    run stays the suite's own baselines (the CLI adds the reference when it is missing).
-    """
-    return [n for n in BUILTIN_NAMES if suite.hook in defined_hooks(builtin_path(n))]
+    return LocalGroup(obj.path if obj.origin == "file" else spec, suite.name,
+                      suite.version, tuple(variants), tuple(seeds),
+                      tuple(overrides.items()) if args.overrides else (), sandboxed)
 
 
-def defined_hooks(path: Path) -> set[str]:
-    """Names of the known hooks a module file defines at top level, read from its AST."""
-    from harness.objectives.spec import HOOKS
+def _spread(groups: list[tuple], workers: int) -> list[tuple]:
+    """``(label, version, group)`` entries, groups split by variant until every worker has
+    one, biggest first: two processes each batching some members beat one process batching
+    all (bench/dispatch.py). Results do not depend on the split (members are independent)."""
+    from dataclasses import replace
 
-    tree = ast.parse(path.read_text())
-    return {node.name for node in tree.body
-            if isinstance(node, ast.FunctionDef) and node.name in HOOKS}
+    groups = list(groups)
+    while len(groups) < workers:
+        i = max(range(len(groups)), key=lambda k: len(groups[k][2].variants), default=None)
+        if i is None or len(groups[i][2].variants) < 2:
+            break
+        label, version, group = groups[i]
+        half = len(group.variants) // 2
+        groups[i:i + 1] = [(label, version, replace(group, variants=group.variants[:half])),
+                           (label, version, replace(group, variants=group.variants[half:]))]
+    return groups
 
 
 def _report_problems(label: str, results, args) -> None:
@@ -188,8 +187,8 @@ def _report_problems(label: str, results, args) -> None:
         first = failed[0]
         why = f" ({first.status}: {first.reason})" if first.reason else ""
         _say(f"{label}: {len(failed)} cells did not finish{why}:\n{first.error}", args)
-        if first.output:
-            _say(f"its output:\n{first.output}", args)
+        if first.captured:
+            _say(f"its output:\n{first.captured}", args)
     diverged = [r for r in results if r.status == "diverged"]
     if diverged:
         _say(f"{label}: {len(diverged)} seeds diverged (non-finite loss); see the div column",
@@ -199,38 +198,45 @@ def _report_problems(label: str, results, args) -> None:
 # --- results --------------------------------------------------------------------------
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from suites import get_suite
-
-    suite = get_suite(args.suite)
     _setup_django()
     from webapp import storage
 
-    versions = storage.latest_versions(suite)
-    if not versions:
-        print(f"no stored results for {suite.name} yet: run `harness run suite {suite.name}`")
-        return 0
-    return _print_tables(suite, args.variants, versions, args)
+    names = [args.suite] if args.suite else registry.suite_names()
+    shown = 0
+    for name in names:
+        suite = registry.get_suite(name)
+        versions = storage.latest_versions(suite)
+        if versions:
+            _print_tables(suite, args.variants, versions, args)
+            shown += 1
+    if not shown:
+        where = names[0] if args.suite else "any suite"
+        print(f"no stored results for {where} yet: run `harness run suite "
+              f"{names[0] if args.suite else 'NAME'}`")
+    return 0
 
 
 def _print_tables(suite, variants, versions, args) -> int:
-    from harness.report import variant_tables
+    from harness.tables import variant_tables
     from webapp import storage
 
     ref = storage.reference_version(suite)
     chosen = {v.id: v for v in versions}
     if ref is not None:
         chosen.setdefault(ref.id, ref)
-    headline = suite.metric(suite.headline)
+    headline = suite.headline_metric
     secondary = tuple(m.name for m in suite.metrics if m.name != suite.headline)[:2]
     tables = variant_tables(storage.cell_rows(suite, variants, chosen.values()),
                             headline=headline.name, higher_is_better=headline.higher_is_better,
                             reference=suite.reference, secondary=secondary)
     order = [v for v in (variants or [v.name for v in suite.variants]) if v in tables]
     if args.json:
-        print(json.dumps(_finite_or_null(_tables_json(suite, order, tables)), indent=1,
+        from harness.jsonsafe import finite_or_none
+
+        print(json.dumps(finite_or_none(_tables_json(suite, order, tables)), indent=1,
                          allow_nan=False))
         return 0
-    from harness.tables import render_tables
+    from harness.terminal import render_tables
 
     render_tables(suite, order, tables, secondary)
     return 0
@@ -238,6 +244,7 @@ def _print_tables(suite, variants, versions, args) -> int:
 
 def _tables_json(suite, order, tables) -> dict:
     out = {"suite": suite.name, "suite_version": suite.version, "headline": suite.headline,
+           "headline_metric": suite.headline_metric.to_json(),
            "reference": suite.reference, "variants": {}}
     for v in order:
         out["variants"][v] = [{
@@ -246,38 +253,29 @@ def _tables_json(suite, order, tables) -> dict:
                                    ("mean", "std", "ci_low", "ci_high", "iqm")},
             "secondary": r.secondary, "tied_with_best": r.tied_with_best,
             "p_improvement": r.vs_reference.prob_improvement if r.vs_reference else None,
+            "improvement": r.vs_reference.mean_diff if r.vs_reference else None,
             "distinguishable": r.vs_reference.distinguishable if r.vs_reference else None,
         } for r in tables[v]]
     return out
 
 
-def _finite_or_null(value):
-    """NaN/inf (a metric that does not apply, the mean of no seeds) become null: valid JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite_or_null(v) for v in value]
-    return value
-
-
 # --- ls, validate, new ----------------------------------------------------------------
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from suites import get_suite, suite_names
-
     print("Suites:")
-    for name in suite_names():
-        s = get_suite(name)
-        print(f"  {s.name} (v{s.version}, hook {s.hook}, headline {s.headline}): "
-              f"{s.description}")
+    for s in registry.all_suites():
+        hooks = " or ".join(s.accepted_hooks)
+        head = s.headline_metric
+        print(f"  {s.name} (v{s.version}, hook {hooks}, headline {s.headline}, "
+              f"{head.better} is better): {s.description}")
         for v in s.variants:
             tag = "" if v.default else f"   [opt-in, real data, {v.queue} queue]"
             print(f"    {v.name:<18} {v.description}{tag}")
+        print(f"    baselines: {', '.join(s.baselines)}")
     print("\nBuilt-in objectives:")
-    for name in BUILTIN_NAMES:
-        print(f"  {name:<16} {_docstring_title(builtin_path(name))}")
+    for name, builtin in registry.builtins().items():
+        where = f" [{builtin.suite}]" if builtin.suite else ""
+        print(f"  {name:<16} {registry.docstring_title(builtin.path)}{where}")
     return 0
 
 
@@ -289,9 +287,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         overrides = parse_assignments(args.overrides)
     except ObjectiveError as exc:
         return _fail(exc.message)
-    report = validate(args.objective, overrides or None)
-    print(report.format())
-    return 0 if report.ok else 1
+    validation = validate(args.objective, overrides or None)
+    print(validation.format())
+    return 0 if validation.ok else 1
 
 
 def cmd_new_objective(args: argparse.Namespace) -> int:
@@ -304,8 +302,9 @@ def cmd_new_objective(args: argparse.Namespace) -> int:
     if path.exists():
         return _fail(f"{path} exists; not overwriting it")
     path.write_text(render(name))
+    first = registry.suite_names()[0]
     print(f"wrote {path}: edit classification_loss, then run\n"
-          f"  harness validate {path}\n  harness run suite noisy-labels --objective {path}")
+          f"  harness validate {path}\n  harness run suite {first} --objective {path}")
     return 0
 
 
@@ -320,25 +319,17 @@ def _setup_django() -> None:
     call_command("migrate", verbosity=0, interactive=False)
 
 
-def _threads() -> int:
-    return int(os.environ.get("HARNESS_THREADS") or len(os.sched_getaffinity(0)))
-
-
 def _device(name: str) -> str:
-    import torch
+    if name.startswith("cuda"):
+        import torch
 
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("harness: --device cuda asked for, but torch sees no CUDA device")
+        if not torch.cuda.is_available():
+            raise SystemExit("harness: --device cuda asked for, but torch sees no CUDA device")
     return name
 
 
-def _docstring_title(path: Path) -> str:
-    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
-
-
 def _progress(total: int, args):
-    from harness.tables import progress_bar
+    from harness.terminal import progress_bar
 
     return progress_bar(total, quiet=args.json)
 

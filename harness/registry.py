@@ -27,7 +27,7 @@ import importlib
 import os
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -206,7 +206,7 @@ def pipeline(suite: Suite) -> Pipeline:
     return _pipeline(suite.pipeline)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pipeline(path: str) -> Pipeline:
     from harness.pipeline import Pipeline
 
@@ -223,12 +223,6 @@ def pipeline_modules() -> list[str]:
     return list(dict.fromkeys(s.pipeline.partition(":")[0] for s in all_suites()))
 
 
-def package_dirs() -> list[Path]:
-    """The folder of every suite package (what the sandboxed trainer may read)."""
-    return [Path(importlib.import_module(p).__file__).parent
-            for p in _registry().packages.values()]
-
-
 def defined_hooks(path: Path, known: Any = None) -> set[str]:
     """Names of the known hooks a module file defines at top level, read from its AST
     (no import, so listing built-ins stays fast)."""
@@ -241,3 +235,35 @@ def defined_hooks(path: Path, known: Any = None) -> set[str]:
 def docstring_title(path: Path) -> str:
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
     return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def import_roots() -> list[tuple[str, str]]:
+    """(package, the sys.path entry it imports from) of every registered suite package, so
+    that a fresh interpreter (the sandbox's) can import them without this one's path."""
+    out = []
+    for package in _registry().packages.values():
+        folder = Path(importlib.import_module(package).__file__).parent
+        out.append((package, str(folder.parents[package.count(".")])))
+    return out
+
+
+def readable_paths() -> list[str]:
+    """What importing every suite package reads: each package's folder and the
+    ``__init__.py`` of the packages above it."""
+    paths = []
+    for package, root in import_roots():
+        parts = package.split(".")
+        paths.append(str(Path(root, *parts)))
+        paths += [str(Path(root, *parts[:i], "__init__.py")) for i in range(1, len(parts))]
+    return list(dict.fromkeys(paths))
+
+
+def adopt(roots: list[tuple[str, str]] | list[list[str]]) -> None:
+    """Make another process's suite packages importable and registered here (the sandbox's
+    fork server and child, whose environment and path are their own)."""
+    import sys
+
+    for _, root in roots:
+        if root not in sys.path:
+            sys.path.append(root)
+    add_packages([package for package, _ in roots])

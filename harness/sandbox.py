@@ -1,6 +1,6 @@
 """Run a submitted objective's training in an isolated child; judge it here.
 
-Train inside, judge outside (DESIGN.md principle 1). The trusted parent prepares the
+Train inside, judge outside (docs/architecture.md). The trusted parent prepares the
 suite's job (the trainer's inputs only: noisy training labels and unlabeled test
 inputs), writes them as raw numpy arrays into a private work directory and starts
 
@@ -13,8 +13,10 @@ inputs), writes them as raw numpy arrays into a private work directory and start
 under rlimits (address space, CPU time, open files, processes, file size, no core
 dumps) with a scrubbed environment. The parent enforces the wall-clock limit, the
 disk quota of the work directory and the output cap, captures stdout/stderr
-(truncated), loads the child's ``outputs.npz`` with ``allow_pickle=False``, lets the
-suite's judge validate shapes, dtypes and ranges, and computes every metric itself.
+(truncated), maps the child's ``outputs.npz`` without unpickling, keeps of its
+``result.json`` only typed fields (the generic ones and those the suite declares in
+``Suite.train_info``), lets the suite's judge validate shapes, dtypes and ranges, and
+computes every metric itself.
 When the child's PID namespace ends, the kernel kills everything the objective
 started, so nothing outlives a cell.
 
@@ -50,10 +52,11 @@ from harness.sandbox_launch import SandboxUnavailable, isolation_support
 
 __all__ = ["ChildOutcome", "Limits", "SandboxUnavailable", "isolation_support",
            "judge_outcome", "run_cells_sandboxed", "run_child"]
+from harness import registry
 from harness.objectives.loading import Objective
-from harness.objectives.validate import Report
-from suites.base import CellResult, Suite
-from suites.jobs import InvalidOutput, Job, protocol_module
+from harness.objectives.validate import Validation
+from harness.pipeline import InvalidOutput, Job, Pipeline, TrainOutput, failed
+from harness.suite import INFO_TYPES, CellResult, Suite
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +95,13 @@ VALIDATION_LIMITS = Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=16 << 3
 
 @dataclass
 class ChildOutcome:
-    """What one sandboxed training run produced, before judging."""
+    """What one sandboxed run produced, before judging."""
 
     reason: str = ""  # "" when the child reported normally
     error: str = ""
-    outputs: dict[str, np.ndarray] = field(default_factory=dict)
-    report: dict[str, Any] = field(default_factory=dict)
-    output: str = ""
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    result: dict[str, Any] = field(default_factory=dict)  # the child's result.json, typed
+    captured: str = ""  # its stdout and stderr, truncated
     wall_time: float = 0.0
     isolation: dict[str, Any] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)  # streamed by the guard
@@ -125,10 +128,10 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
     """
     if verify_epochs is None:
         verify_epochs = os.environ.get("HARNESS_VERIFY_EPOCHS", "") == "1"
-    module = protocol_module(suite)
+    steps = registry.pipeline(suite)
     results: list[CellResult] = []
-    jobs = module.prepare(suite, [suite.variant(v) for v in variants], seeds,
-                          data_root=data_root, download=False)
+    jobs = steps.prepare(suite, [suite.variant(v) for v in variants], seeds,
+                         data_root=data_root, download=False)
     for job in jobs:
         run_limits = limits or Limits.for_run(suite, len(job.members), threads)
         if verify_epochs:  # every epoch's weights, within half the disk quota
@@ -136,34 +139,33 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
         outcome = run_child(suite, job, code, filename, hyperparameters, run_limits,
                             threads=threads, device=device, heartbeat=heartbeat,
                             python_guard=python_guard)
-        results += judge_outcome(module, suite, job, outcome)
+        results += judge_outcome(steps, suite, job, outcome)
     return results
 
 
-def judge_outcome(module: Any, suite: Suite, job: Job, outcome: ChildOutcome) -> list[CellResult]:
+def judge_outcome(steps: Pipeline, suite: Suite, job: Job,
+                  outcome: ChildOutcome) -> list[CellResult]:
     """Cell results from a child's outcome: the suite's judge, or the typed failure."""
-    report = outcome.report
-    violations = list(dict.fromkeys(outcome.violations + report.get("violations", [])))[:20]
+    result = outcome.result
+    violations = list(dict.fromkeys(outcome.violations + result.get("violations", [])))[:20]
     reason, error = outcome.reason, outcome.error
     if not reason and violations:
         reason, error = "violation", "\n".join(violations)
-    if not reason and report.get("error"):
-        reason = str(report.get("reason") or "objective")
+    if not reason and result.get("error"):
+        reason = str(result.get("reason") or "objective")
         reason = reason if reason in STATUS_OF_REASON else "objective"
-        error = str(report["error"])
+        error = str(result["error"])
     results: list[CellResult] = []
     if not reason:
+        info = {**result.get("info", {}), "wall_time": outcome.wall_time}
         try:
-            results = module.judge(suite, job, outcome.outputs, report)
+            results = steps.judge(suite, job, TrainOutput(outcome.arrays, info))
         except InvalidOutput as exc:
             reason, error = "invalid-output", f"the sandboxed trainer's output was rejected: {exc}"
     if reason:
-        status = STATUS_OF_REASON[reason]
-        per_cell = outcome.wall_time / max(len(job.members), 1)
-        results = [CellResult(v, s, status, error=error, reason=reason, wall_time=per_cell)
-                   for v, s in job.members]
+        results = failed(job, error, reason, STATUS_OF_REASON[reason], outcome.wall_time)
     for r in results:
-        r.output = outcome.output
+        r.captured = outcome.captured
         r.info = {**r.info, "sandbox": outcome.isolation}
     return results
 
@@ -179,38 +181,39 @@ def run_child(suite: Suite, job: Job, code: str, filename: str,
     fields = {"suite": suite.name, "suite_version": suite.version, "plan": job.plan,
               "hyperparameters": dict(hyperparameters)}
     return _sandboxed(fields, job.inputs, code, filename, limits, threads, device, heartbeat,
-                      python_guard)
+                      python_guard, reader=lambda workdir, wall: _read_result(workdir, suite))
 
 
 def validate_sandboxed(code: str, filename: str,
-                       overrides: Mapping[str, Any] | None = None) -> Report:
+                       overrides: Mapping[str, Any] | None = None) -> Validation:
     """The engine's validator (:func:`harness.objectives.validate.validate`) on untrusted
     code, in the sandbox; the returned objective carries metadata only, no callable hook."""
     from harness.objectives.validate import Problem
 
     outcome = _sandboxed({"task": "validate", "overrides": dict(overrides or {})}, {}, code,
                          filename, VALIDATION_LIMITS, 1, "cpu", None, True,
-                         reader=_read_validation)
-    report = Report(filename)
+                         reader=_read_validation, arrays=False)
+    validation = Validation(filename)
     violations = list(dict.fromkeys(outcome.violations))
     if outcome.reason or violations:
         message = ("\n".join(violations) if violations and not outcome.reason
                    else outcome.error or "the objective could not be checked")
         code_ = "sandbox" if outcome.reason != "objective" else "exception"
-        report.problems.append(Problem(code_, "error", message))
-        return report
-    raw = outcome.report
-    report.problems = [Problem(p["code"], p["severity"], p["message"])
-                       for p in raw.get("problems", [])]
+        validation.problems.append(Problem(code_, "error", message))
+        return validation
+    raw = outcome.result
+    validation.problems = [Problem(p["code"], p["severity"], p["message"])
+                           for p in raw.get("problems", [])]
     if "objective" in raw:
-        report.objective = _described_objective(raw["objective"], code, filename)
-    return report
+        validation.objective = _described_objective(raw["objective"], code, filename)
+    return validation
 
 
 def _sandboxed(fields: dict[str, Any], inputs: Mapping[str, np.ndarray], code: str,
                filename: str, limits: Limits, threads: int, device: str,
                heartbeat: Callable[[], None] | None, python_guard: bool,
-               reader: Callable[[Path, float], dict[str, Any]] | None = None) -> ChildOutcome:
+               reader: Callable[[Path, float], dict[str, Any]], *,
+               arrays: bool = True) -> ChildOutcome:
     support = launcher.isolation_support()
     strict = os.environ.get("HARNESS_SANDBOX_STRICT", "") == "1"
     if strict and not (support["namespaces"] and support["landlock"] and seccomp.supported()):
@@ -228,14 +231,14 @@ def _sandboxed(fields: dict[str, Any], inputs: Mapping[str, np.ndarray], code: s
             np.savez(workdir / "inputs.npz", **inputs)
         (workdir / "job.json").write_text(json.dumps({
             **fields, "objective_file": filename, "threads": threads, "device": device,
+            "suite_packages": registry.import_roots(),
             "python_guard": python_guard, "landlock": support["landlock"] > 0,
             "seccomp": seccomp.supported(), "pid_namespace": support["namespaces"]}))
         if uid is not None:
             _chown_tree(workdir, uid)
         spec = launcher.Launch(workdir, _rlimits(limits), uid, support["namespaces"], threads,
                                device)
-        outcome = _supervise(spec, limits, heartbeat, reader or _read_report,
-                             outputs=reader is None)
+        outcome = _supervise(spec, limits, heartbeat, reader, arrays=arrays)
         # What this process asked for; the child fails closed when it cannot apply a layer,
         # and nothing the child says about itself is recorded.
         outcome.isolation = {
@@ -254,7 +257,7 @@ def _sandboxed(fields: dict[str, Any], inputs: Mapping[str, np.ndarray], code: s
 
 def _read_validation(workdir: Path, wall_time: float) -> dict[str, Any]:
     """The validator's problems and the objective's description, type-checked."""
-    raw = _load_json(workdir / "report.json")
+    raw = _load_json(workdir / "result.json")
     problems = raw.get("problems")
     if not isinstance(problems, list):
         return {}
@@ -265,21 +268,20 @@ def _read_validation(workdir: Path, wall_time: float) -> dict[str, Any]:
     report: dict[str, Any] = {"problems": clean}
     o = raw.get("objective")
     if isinstance(o, dict) and isinstance(o.get("hooks"), list):
-        from harness.objectives.spec import HOOKS
-
+        hooks = registry.hooks()
         hp = o.get("hyperparameters") if isinstance(o.get("hyperparameters"), dict) else {}
         defaults = o.get("defaults") if isinstance(o.get("defaults"), dict) else {}
         context = o.get("context") if isinstance(o.get("context"), dict) else {}
         report["objective"] = {
             "name": str(o.get("name", ""))[:200],
             "description": str(o.get("description", ""))[:5000],
-            "hooks": [h for h in o["hooks"] if h in HOOKS],
+            "hooks": [h for h in o["hooks"] if h in hooks],
             "hyperparameters": {str(k): v for k, v in hp.items()
                                 if isinstance(v, str | int | float | bool | None)},
             "defaults": {str(k): v for k, v in defaults.items()
                          if isinstance(v, str | int | float | bool | None)},
             "context": {str(k): tuple(str(n) for n in v) for k, v in context.items()
-                        if k in HOOKS and isinstance(v, list)}}
+                        if k in hooks and isinstance(v, list)}}
     return report
 
 
@@ -297,12 +299,12 @@ def _scrub(outcome: ChildOutcome, workdir: Path) -> None:
     """Messages name the user's file, never the server's work directory."""
     prefix = str(workdir) + "/"
     outcome.error = outcome.error.replace(prefix, "")
-    outcome.output = outcome.output.replace(prefix, "")
-    if isinstance(outcome.report.get("error"), str):
-        outcome.report["error"] = outcome.report["error"].replace(prefix, "")
-    if isinstance(outcome.report.get("violations"), list):
-        outcome.report["violations"] = [str(v).replace(prefix, "")
-                                        for v in outcome.report["violations"]]
+    outcome.captured = outcome.captured.replace(prefix, "")
+    if isinstance(outcome.result.get("error"), str):
+        outcome.result["error"] = outcome.result["error"].replace(prefix, "")
+    if isinstance(outcome.result.get("violations"), list):
+        outcome.result["violations"] = [str(v).replace(prefix, "")
+                                        for v in outcome.result["violations"]]
 
 
 def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
@@ -314,7 +316,7 @@ def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
 
 def _supervise(spec: launcher.Launch, limits: Limits, heartbeat: Callable[[], None] | None,
                reader: Callable[[Path, float], dict[str, Any]], *,
-               outputs: bool = True) -> ChildOutcome:
+               arrays: bool = True) -> ChildOutcome:
     start = time.monotonic()
     child = launcher.launch(spec)
     capture = _Capture(child.output, limits.output_bytes, kill_after=256 * limits.output_bytes)
@@ -348,26 +350,26 @@ def _supervise(spec: launcher.Launch, limits: Limits, heartbeat: Callable[[], No
     child.close()
     code, cpu = ended
     capture.join()
-    outcome = ChildOutcome(output=capture.text(), wall_time=time.monotonic() - start,
+    outcome = ChildOutcome(captured=capture.text(), wall_time=time.monotonic() - start,
                            violations=capture.violations,
                            pids_cgroup=bool(getattr(child, "pids_cgroup", False)))
     if reason:
         outcome.reason, outcome.error = reason, _limit_message(reason, limits, capture.total)
         return outcome
-    outcome.report = reader(spec.workdir, outcome.wall_time)
+    outcome.result = reader(spec.workdir, outcome.wall_time)
     if code == SETUP_FAILED and not capture.ready:
-        raise SandboxUnavailable(f"the sandbox could not be set up: {outcome.output[-500:]}")
+        raise SandboxUnavailable(f"the sandbox could not be set up: {outcome.captured[-500:]}")
     if code == VIOLATION_EXIT or (code != 0 and outcome.violations):
         outcome.reason = "violation"
         outcome.error = "\n".join(outcome.violations) or (
             "the objective attempted a forbidden action (its report of it was hidden)")
         return outcome
-    if code != 0 or not outcome.report:
+    if code != 0 or not outcome.result:
         outcome.reason, outcome.error = _exit_reason(code, cpu, limits)
         return outcome
-    if outputs and not outcome.report.get("error"):
+    if arrays and not outcome.result.get("error"):
         try:
-            outcome.outputs = _read_outputs(spec.workdir / "outputs.npz", limits.disk_bytes)
+            outcome.arrays = _read_outputs(spec.workdir / "outputs.npz", limits.disk_bytes)
         except InvalidOutput as exc:
             outcome.reason, outcome.error = "invalid-output", str(exc)
     return outcome
@@ -402,24 +404,51 @@ def _limit_message(reason: str, limits: Limits, printed: int) -> str:
     }[reason]
 
 
-def _read_report(workdir: Path, wall_time: float) -> dict[str, Any]:
-    """The child's report, reduced to fields of the expected types (the objective's code
-    ran in the process that wrote it). ``wall_time`` is always this process's measure."""
-    raw = _load_json(workdir / "report.json")
+def _read_result(workdir: Path, suite: Suite) -> dict[str, Any]:
+    """The child's result, reduced to fields of the expected types (the objective's code
+    ran in the process that wrote it): its error, or the trainer's info with the fields
+    every trainer reports and those the suite declares (``Suite.train_info``); the judge
+    checks their values. The wall time is always this process's measure."""
+    raw = _load_json(workdir / "result.json")
     if not raw:
         return {}
-    report: dict[str, Any] = {"wall_time": wall_time}
-    for key in ("error", "reason", "mode"):
+    result: dict[str, Any] = {}
+    for key in ("error", "reason"):
         if isinstance(raw.get(key), str):
-            report[key] = raw[key][:20_000]
-    if isinstance(raw.get("fallback_reason"), str):
-        report["fallback_reason"] = raw["fallback_reason"][:2000]
+            result[key] = raw[key][:20_000]
     if isinstance(raw.get("violations"), list):
-        report["violations"] = [v[:500] for v in raw["violations"][:20] if isinstance(v, str)]
-    if isinstance(raw.get("training"), dict):  # checked field by field by the suite's judge
-        report["training"] = {k: v for k, v in raw["training"].items()
-                              if isinstance(k, str) and isinstance(v, str | bool | int)}
-    return report
+        result["violations"] = [v[:500] for v in raw["violations"][:20] if isinstance(v, str)]
+    info = raw.get("info") if isinstance(raw.get("info"), dict) else {}
+    kept: dict[str, Any] = {}
+    for key, kind in {**GENERIC_INFO, **suite.train_info}.items():
+        value = _typed(info.get(key), kind)
+        if value is not None:
+            kept[key] = value
+    if not result.get("error"):
+        result["info"] = kept
+    return result
+
+
+# What every trainer reports about how it trained (harness.train.TrainResult).
+GENERIC_INFO: dict[str, type] = {"mode": str, "fallback_reason": str}
+
+
+def _typed(value: Any, kind: type) -> Any:
+    """``value`` if it has the declared type (a dict: of short string keys and scalar
+    values); None otherwise. Strings are truncated."""
+    if kind not in INFO_TYPES or isinstance(value, bool) and kind is not bool:
+        return None
+    if kind is dict:
+        if not isinstance(value, dict):
+            return None
+        return {k[:100]: (v[:2000] if isinstance(v, str) else v)
+                for k, v in list(value.items())[:50]
+                if isinstance(k, str) and isinstance(v, str | bool | int | float)}
+    if kind is float and isinstance(value, int):
+        return float(value)
+    if not isinstance(value, kind):
+        return None
+    return value[:2000] if isinstance(value, str) else value
 
 
 def _load_json(path: Path) -> dict[str, Any]:

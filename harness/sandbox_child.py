@@ -2,10 +2,12 @@
 
 Runs as the last stage of :mod:`harness.sandbox`'s launch (inside fresh network, PID
 and mount namespaces, under rlimits, with a scrubbed environment). It imports the
-trusted trainer first, then locks itself down (Landlock, then the audit-hook guard),
-then loads the untrusted objective from the work directory, trains, and writes plain
-numpy arrays (``outputs.npz``) and a JSON report. It never sees labels it may not
-train on: the parent wrote only the trainer's inputs into the work directory.
+trusted trainer first (the suite's pipeline, found through :mod:`harness.registry`),
+then locks itself down (Landlock, then the audit-hook guard), then loads the untrusted
+objective from the work directory, trains, and writes plain numpy arrays
+(``outputs.npz``) and ``result.json`` (the trainer's info, or the objective's error). It
+never sees labels it may not train on: the parent wrote only the trainer's inputs into
+the work directory.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ DENIED_PACKAGES = ("sklearn", "scikit_learn", "webapp", "tasks", "django", "cele
 def read_roots(workdir: Path, pid_namespace: bool, device: str) -> list[str]:
     """What the trainer may read: the interpreter's library, the packages it imports."""
     import harness
-    import suites
+    from harness import registry
 
     stdlib = Path(os.__file__).parent
     roots = _entries(stdlib, lambda name: name != "site-packages")
     for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
         if Path(site).is_dir():
             roots += _entries(Path(site), lambda n: not n.lower().startswith(DENIED_PACKAGES))
-    roots += [str(Path(harness.__file__).parent), str(Path(suites.__file__).parent)]
+    roots += [str(Path(harness.__file__).parent), *registry.readable_paths()]
     roots += ["/usr/lib", "/lib", "/lib64", "/usr/lib64", "/etc/ld.so.cache", "/dev/urandom",
               "/dev/zero", "/sys/devices/system/cpu", "/sys/fs/cgroup/cpu"]
     if pid_namespace:  # a /proc of the sandbox's own processes only
@@ -67,23 +69,25 @@ def main(workdir: Path) -> None:
     import torch
 
     torch.set_num_threads(int(job["threads"]))
-    if job.get("task") == "validate":
-        import harness.objectives.validate  # noqa: F401 - imported before the lock-down
+    from harness import registry
 
+    registry.adopt(job["suite_packages"])
+    if job.get("task") == "validate":
+        from harness.objectives.validate import smoke_test
+
+        for hook in registry.hooks():  # every smoke test imported before the lock-down
+            smoke_test(hook)
         _lock_down(workdir, job)
         _finish(workdir, _validate(workdir, job), {})
-    from suites import suite_at
-    from suites.jobs import protocol_module
-
-    suite = suite_at(job["suite"], job["suite_version"])
-    module = protocol_module(suite)
+    suite = registry.suite_at(job["suite"], job["suite_version"])
+    steps = registry.pipeline(suite)
     with np.load(workdir / "inputs.npz", allow_pickle=False) as npz:
         inputs = {k: npz[k] for k in npz.files}
     os.unlink(workdir / "inputs.npz")  # read once; the objective gets them through the trainer
     violations = _lock_down(workdir, job)
-    outputs, report = _train(workdir, job, suite, module, inputs)
-    report["violations"] = list(violations)
-    _finish(workdir, report, outputs)
+    result, arrays = _train(workdir, job, suite, steps, inputs)
+    result["violations"] = list(violations)
+    _finish(workdir, result, arrays)
 
 
 def _lock_down(workdir: Path, job: dict) -> list[str]:
@@ -111,19 +115,23 @@ def _lock_down(workdir: Path, job: dict) -> list[str]:
     return guard.violations
 
 
-def _train(workdir: Path, job: dict, suite, module, inputs: dict) -> tuple[dict, dict]:
+def _train(workdir: Path, job: dict, suite, steps, inputs: dict) -> tuple[dict, dict]:
+    """(result, arrays): the trainer's info and arrays, or the objective's error."""
     from harness.objectives.loading import ObjectiveError, load_objective
-    from suites.jobs import failure_reason, train_safely
+    from harness.pipeline import failure_reason, train_safely
 
     try:
         objective = load_objective(str(workdir / job["objective_file"]), job["hyperparameters"])
-        return train_safely(module, suite, objective, inputs, job["plan"],
-                            device=job.get("device", "cpu"), mode=job.get("mode", "auto"))
+        out = train_safely(steps, suite, objective, inputs, job["plan"],
+                           device=job.get("device", "cpu"), mode=job.get("mode", "auto"))
+        if out.error:
+            return {"error": out.error, "reason": out.reason}, {}
+        return {"info": out.info}, out.arrays
     except ObjectiveError as exc:  # e.g. a MemoryError while the module loads: "memory"
-        return {}, {"error": exc.message, "reason": failure_reason(exc.__cause__ or exc)}
+        return {"error": exc.message, "reason": failure_reason(exc.__cause__ or exc)}, {}
     except BaseException as exc:  # noqa: BLE001 - anything the objective raises is its result
         lines = traceback.format_exception_only(type(exc), exc)
-        return {}, {"error": "".join(lines).strip(), "reason": failure_reason(exc)}
+        return {"error": "".join(lines).strip(), "reason": failure_reason(exc)}, {}
 
 
 def _validate(workdir: Path, job: dict) -> dict:
@@ -131,13 +139,13 @@ def _validate(workdir: Path, job: dict) -> dict:
     from harness.objectives.validate import validate
 
     try:
-        report = validate(str(workdir / job["objective_file"]), job.get("overrides"))
+        validation = validate(str(workdir / job["objective_file"]), job.get("overrides"))
     except BaseException as exc:  # noqa: BLE001 - the validator never raises; if it does
         return {"problems": [{"code": "exception", "severity": "error",
                               "message": f"{type(exc).__name__}: {exc}"}]}
     out: dict = {"problems": [{"code": p.code, "severity": p.severity, "message": p.message}
-                              for p in report.problems]}
-    o = report.objective
+                              for p in validation.problems]}
+    o = validation.objective
     if o is not None:
         out["objective"] = {"name": o.name, "description": o.description,
                             "hooks": list(o.hooks), "defaults": dict(o.defaults),
@@ -146,14 +154,14 @@ def _validate(workdir: Path, job: dict) -> dict:
     return out
 
 
-def _finish(workdir: Path, report: dict, outputs: dict) -> None:
+def _finish(workdir: Path, result: dict, arrays: dict) -> None:
     import numpy as np
 
     sys.stdout.flush()
     sys.stderr.flush()
-    if outputs:
-        np.savez(workdir / "outputs.npz", **outputs)
-    (workdir / "report.json").write_text(json.dumps(report, default=repr))
+    if arrays:
+        np.savez(workdir / "outputs.npz", **arrays)
+    (workdir / "result.json").write_text(json.dumps(result, default=repr))
     os._exit(0)  # no atexit handlers or finalizers the objective may have registered
 
 

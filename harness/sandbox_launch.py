@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness import registry
+
 log = logging.getLogger(__name__)
 
 RLIMITS = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_FSIZE",
@@ -135,7 +137,8 @@ class _Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.socket = ours
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "harness.sandbox_zygote", str(theirs.fileno())],
+            [sys.executable, "-I", "-m", "harness.sandbox_zygote", str(theirs.fileno()),
+             json.dumps(registry.import_roots())],
             env=environment(None, threads, device), stdin=subprocess.DEVNULL,
             pass_fds=(theirs.fileno(),), start_new_session=True)
         theirs.close()

@@ -1,4 +1,4 @@
-"""A fork server for sandboxed children: ``python -I -m harness.sandbox_zygote FD``.
+"""A fork server for sandboxed children: ``python -I -m harness.sandbox_zygote FD SUITES``.
 
 Starting Python and importing torch costs ~1.5 s of CPU per child, about a quarter of
 a 5-seed noisy-label cell group. The zygote pays it once: it imports the trainer,
@@ -23,6 +23,7 @@ is left itself). Requests and replies are JSON messages on a SOCK_SEQPACKET sock
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import resource
@@ -52,8 +53,12 @@ def main() -> None:
 
     import harness.objectives.validate  # noqa: F401
     import harness.sandbox_child  # noqa: F401
-    import suites.certified.protocol  # noqa: F401
-    import suites.noisy_labels.protocol  # noqa: F401
+    from harness import registry
+
+    # Every registered suite's pipeline, named by the worker (our environment is scrubbed).
+    registry.adopt(json.loads(sys.argv[2]) if len(sys.argv) > 2 else [])
+    for module in registry.pipeline_modules():
+        importlib.import_module(module)
 
     control = socket.socket(fileno=int(sys.argv[1]))
     control.sendall(b'{"ready": true}')

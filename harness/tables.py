@@ -1,94 +1,93 @@
-"""Terminal rendering (rich): the progress bar and the per-variant result tables."""
+"""Per-variant tables with seed statistics: one place that computes what is shown.
+
+Input is tidy: one :class:`CellRow` per (objective, variant, seed). Output rows
+carry the headline's mean and 95% CI, seed and divergence counts, the comparison
+with the reference objective on paired seeds, and whether the objective is
+statistically tied with the best.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import math
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+import numpy as np
 
-from harness.report import TableRow
-from suites.base import Suite
+from harness import stats
 
 
-@contextlib.contextmanager
-def progress_bar(total: int, quiet: bool = False) -> Iterator[Callable[[str], Callable]]:
-    """Yields ``advance(label)``, which returns the callback a suite calls with cell fractions."""
-    console = Console(stderr=True)
-    with Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, disable=quiet or total == 0,
-                  transient=False) as progress:
-        task = progress.add_task("cells", total=total)
-
-        def advance(label: str) -> Callable[[float], None]:
-            progress.update(task, description=label)
-            return lambda cells: progress.advance(task, cells)
-
-        yield advance
-        progress.update(task, description="done", completed=total)
+@dataclass(frozen=True)
+class CellRow:
+    objective: str
+    variant: str
+    seed: int
+    status: str
+    metrics: dict[str, float]
 
 
-def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[TableRow]],
-                  secondary: tuple[str, ...]) -> None:
-    console = Console(width=None if sys.stdout.isatty() else 140)
-    head = suite.metric(suite.headline)
-    for v in variants:
-        table = Table(title=f"{suite.name} v{suite.version} · {v} · {head.label}",
-                      title_justify="left", header_style="bold", caption_justify="left")
-        table.add_column("objective")
-        table.add_column("mean [95% CI]", justify="right")
-        table.add_column("IQM", justify="right")
-        table.add_column("seeds", justify="right")
-        table.add_column("div", justify="right")
-        table.add_column(f"P(>{suite.reference})", justify="right")
-        table.add_column(f"Δ vs {suite.reference} [95% CI]", justify="right")
-        for m in secondary:
-            table.add_column(suite.metric(m).short or m, justify="right")
-        for r in tables[v]:
-            table.add_row(*_cells(r, head.percent, secondary,
-                                  [suite.metric(m).percent for m in secondary]))
-        console.print(table)
-    notes = ["★ tied with the best (paired-bootstrap 95% CI of the difference includes 0)",
-             f"~ not distinguishable from {suite.reference} (same test)",
-             f"P(>{suite.reference}) = probability of improvement over paired seeds",
-             "div = diverged seeds (excluded from the mean)"]
-    notes += [f"{suite.metric(m).short or m} = {suite.metric(m).label}" for m in secondary]
-    console.print("\n".join(notes), highlight=False)
+@dataclass
+class TableRow:
+    objective: str
+    seeds: int
+    diverged: int
+    failed: int
+    summary: stats.Summary
+    secondary: dict[str, float] = field(default_factory=dict)
+    vs_reference: stats.Comparison | None = None
+    tied_with_best: bool = False
+    is_reference: bool = False
 
 
-def _cells(r: TableRow, percent: bool, secondary, sec_percent) -> list[str]:
-    f = _fmt(percent)
-    s = r.summary
-    name = ("★ " if r.tied_with_best else "  ") + r.objective
-    if r.is_reference:
-        name += " (ref)"
-    mean = f"{f(s.mean)} [{f(s.ci_low)}, {f(s.ci_high)}]" if s.n else "—"
-    prob, delta = "", ""
-    if r.vs_reference is not None:
-        c = r.vs_reference
-        mark = "" if c.distinguishable else "~"
-        prob = f"{mark}{c.prob_improvement:.2f}"
-        delta = f"{_signed(c.mean_diff, percent)} [{_signed(c.diff_ci_low, percent)}, " \
-                f"{_signed(c.diff_ci_high, percent)}]"
-    failed = f" ({r.failed} failed)" if r.failed else ""
-    return [name, mean, f(s.iqm) if s.n else "—", f"{r.seeds}{failed}", str(r.diverged),
-            prob, delta] + [_fmt(p)(r.secondary.get(m, math.nan))
-                            for m, p in zip(secondary, sec_percent, strict=True)]
+def variant_tables(rows: Iterable[CellRow], *, headline: str, higher_is_better: bool,
+                   reference: str, secondary: tuple[str, ...] = ()) -> dict[str, list[TableRow]]:
+    """{variant: rows sorted best first} from tidy cell rows."""
+    by_variant: dict[str, dict[str, list[CellRow]]] = {}
+    for r in rows:
+        by_variant.setdefault(r.variant, {}).setdefault(r.objective, []).append(r)
+    return {v: _table(objs, headline, higher_is_better, reference, secondary)
+            for v, objs in by_variant.items()}
 
 
-def _fmt(percent: bool) -> Callable[[float], str]:
-    def f(x: float) -> str:
-        if x is None or math.isnan(x):
-            return "—"
-        return f"{100 * x:.1f}" if percent else f"{x:.3g}"
-    return f
+def _table(objs: dict[str, list[CellRow]], headline: str, higher: bool, reference: str,
+           secondary: tuple[str, ...]) -> list[TableRow]:
+    scores = {name: _scores(cells, headline) for name, cells in objs.items()}
+    rows = []
+    for name, cells in objs.items():
+        ok = [c for c in cells if c.status == "ok"]
+        row = TableRow(
+            objective=name, seeds=len(ok),
+            diverged=sum(c.status == "diverged" for c in cells),
+            failed=sum(c.status not in ("ok", "diverged") for c in cells),
+            summary=stats.summarize(list(scores[name].values())),
+            secondary={m: _mean(ok, m) for m in secondary},
+            is_reference=name == reference)
+        if reference in scores and name != reference:
+            row.vs_reference = _compare(scores[name], scores[reference], higher)
+        rows.append(row)
+    sign = 1 if higher else -1
+    finished = [r for r in rows if r.seeds]
+    if finished:
+        best = max(finished, key=lambda r: sign * r.summary.mean)
+        for r in finished:
+            cmp = _compare(scores[r.objective], scores[best.objective], higher)
+            r.tied_with_best = r is best or (cmp is not None and not cmp.distinguishable)
+    return sorted(rows, key=lambda r: (not r.seeds, -sign * r.summary.mean
+                                       if r.seeds else 0, r.objective))
 
 
-def _signed(x: float, percent: bool) -> str:
-    if math.isnan(x):
-        return "—"
-    return f"{100 * x:+.1f}" if percent else f"{x:+.3g}"
+def _scores(cells: list[CellRow], metric: str) -> dict[int, float]:
+    return {c.seed: c.metrics[metric] for c in cells
+            if c.status == "ok" and metric in c.metrics and np.isfinite(c.metrics[metric])}
+
+
+def _compare(x: dict[int, float], y: dict[int, float], higher: bool) -> stats.Comparison | None:
+    common = sorted(set(x) & set(y))
+    if len(common) < 2:
+        return None
+    return stats.compare_paired([x[s] for s in common], [y[s] for s in common],
+                                higher_is_better=higher)
+
+
+def _mean(cells: list[CellRow], metric: str) -> float:
+    vals = [c.metrics[metric] for c in cells if metric in c.metrics]
+    return float(np.mean(vals)) if vals else float("nan")

@@ -148,7 +148,7 @@ where = f"{db['HOST']}:{db.get('PORT') or 'default port'}" if db.get("HOST") els
 print(f"settings:  {os.environ['DJANGO_SETTINGS_MODULE']}")
 print(f"database:  {connection.vendor} {db['NAME']} ({where}), connected")
 print(f"broker:    {masked(broker_url())}")
-print(f"runner:    {settings.HARNESS_RUNNER}")
+print(f"executor:  {settings.HARNESS_EXECUTOR}")
 print(f"queues:    {os.environ.get('HARNESS_QUEUES', 'cpu')}")
 print(f"debug:     {settings.DEBUG}")
 print(f"sandbox:   {sandbox()}")

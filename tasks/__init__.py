@@ -2,7 +2,7 @@
 
     celery -A tasks worker --queues cpu --concurrency 1 --hostname cpu@%h
 
-The web app sends work with ``HARNESS_RUNNER=tasks.dispatch:enqueue``: each group of a
+The web app sends work with ``HARNESS_EXECUTOR=tasks.dispatch:enqueue``: each group of a
 submission's cells (one objective version, suite, variant; several seeds) goes to the
 ``cpu`` or ``gpu`` queue (:mod:`tasks.dispatch`), a worker runs it with
 :func:`tasks.tasks.run_group` and writes the results to the database. The broker is

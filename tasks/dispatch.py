@@ -1,4 +1,4 @@
-"""Send a submission's queued cells to the workers: ``HARNESS_RUNNER=tasks.dispatch:enqueue``.
+"""Send a submission's queued cells to the workers: ``HARNESS_EXECUTOR=tasks.dispatch:enqueue``.
 
 A submission's queued cells are split into groups (one objective version, suite, variant;
 its seeds, so the suite trains the seeds as one batch), each sent to the queue its
@@ -13,10 +13,11 @@ import logging
 
 from django.utils import timezone
 
-from suites.base import Resources, Suite
+from harness.registry import suite_at
+from harness.suite import Resources
 from tasks.limits import seed_chunks, time_limits
+from webapp.execution.groups import Group, groups
 from webapp.models import Cell, Submission
-from webapp.runner import Group, groups, suite_at
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,9 @@ def enqueue_cells(cells, connection=None) -> int:
 
 def route(group: Group) -> dict:
     """``apply_async`` options of a group: its queue and its soft and hard time limits."""
-    suite = _suite(group)
-    soft, hard = time_limits(suite, len(group.seeds) * len(group.variants))
-    return {"queue": suite.queue_for(group.variants) if suite.variants else "cpu",
-            "soft_time_limit": soft, "time_limit": hard}
+    queue, resources = _placement(group)
+    soft, hard = time_limits(resources, len(group.seeds) * len(group.variants))
+    return {"queue": queue, "soft_time_limit": soft, "time_limit": hard}
 
 
 def send(group: Group, connection=None) -> None:
@@ -71,16 +71,16 @@ def split(group: Group) -> list[Group]:
     visibility = float(app.conf.get("harness_visibility_timeout") or 3600)
     return [Group(group.version_id, group.suite, group.suite_version, group.variants,
                   tuple(chunk))
-            for chunk in seed_chunks(_suite(group), list(group.seeds), visibility)]
+            for chunk in seed_chunks(_placement(group)[1], list(group.seeds), visibility)]
 
 
-def _suite(group: Group) -> Suite:
+def _placement(group: Group) -> tuple[str, Resources]:
+    """The group's queue and its suite's resource budget; a suite version or variant that
+    no longer exists goes to the cpu queue with the default budget, and the task fails its
+    cells with a clear message."""
     try:
         suite = suite_at(group.suite, group.suite_version)
-        for variant in group.variants:
-            suite.variant(variant)
-        return suite
-    except (LookupError, KeyError):  # the task fails these cells with a clear message
-        return Suite(group.suite, group.suite_version, "", "", "", (), (), "",
-                     resources=Resources())
+        return suite.queue_for(group.variants), suite.resources
+    except (LookupError, KeyError):
+        return "cpu", Resources()
 

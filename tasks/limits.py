@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from suites.base import Suite
+from harness.suite import Resources, Suite
 
 MAX_GROUP_SEEDS = 10  # the submission form's maximum: a group is one variant's seeds
 VISIBILITY_MARGIN = 600.0  # seconds between the longest hard limit and Redis redelivery
@@ -15,7 +15,7 @@ def margin() -> float:
     return float(os.environ.get("HARNESS_TIME_MARGIN") or 30)
 
 
-def time_limits(suite: Suite, members: int) -> tuple[float, float]:
+def time_limits(resources: Resources, members: int) -> tuple[float, float]:
     """(soft, hard) seconds for one task training ``members`` cells together.
 
     The sandbox stops a run at the suite's wall budget and reports it as a result; the
@@ -23,12 +23,12 @@ def time_limits(suite: Suite, members: int) -> tuple[float, float]:
     in the worker) so the task can record the cells as ``timeout``; the hard limit (soft +
     margin) kills the worker's process if even that hangs.
     """
-    soft = suite.resources.wall_seconds(members) + margin()
+    soft = resources.wall_seconds(members) + margin()
     return soft, soft + margin()
 
 
 def longest_hard_limit(suites: list[Suite], members: int = MAX_GROUP_SEEDS) -> float:
-    return max((time_limits(s, members)[1] for s in suites), default=0.0)
+    return max((time_limits(s.resources, members)[1] for s in suites), default=0.0)
 
 
 def visibility_timeout(suites: list[Suite], configured: float | None = None) -> float:
@@ -43,9 +43,9 @@ def visibility_timeout(suites: list[Suite], configured: float | None = None) -> 
     return max(3600.0, longest_hard_limit(suites) + VISIBILITY_MARGIN)
 
 
-def seed_chunks(suite: Suite, seeds: list[int], visibility: float) -> list[list[int]]:
+def seed_chunks(resources: Resources, seeds: list[int], visibility: float) -> list[list[int]]:
     """``seeds`` split so that each chunk's hard limit fits in the visibility timeout."""
     size = len(seeds)
-    while size > 1 and time_limits(suite, size)[1] > visibility - 60:
+    while size > 1 and time_limits(resources, size)[1] > visibility - 60:
         size -= 1
     return [seeds[i:i + size] for i in range(0, len(seeds), max(size, 1))]

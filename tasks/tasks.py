@@ -29,7 +29,7 @@ def infrastructure_errors() -> tuple[type[BaseException], ...]:
     """Errors retried with backoff: the database, the broker, the sandbox's machinery."""
     from django.db import InterfaceError, OperationalError
 
-    from webapp.runner import InfrastructureError
+    from webapp.execution.groups import InfrastructureError
 
     return (OperationalError, InterfaceError, BrokerError, ConnectionError, InfrastructureError)
 
@@ -84,7 +84,7 @@ def run_group(self, version_id: int, suite: str, suite_version: str, variant: st
 
     ``held`` is this task's own claim carried over an infrastructure retry.
     """
-    from webapp.runner import Group, GroupRun
+    from webapp.execution.groups import Group, GroupRun
 
     group = Group(version_id, suite, suite_version, (variant,), tuple(sorted(seeds)))
     run = GroupRun(group, self.request.hostname or worker_name(), held=held)
@@ -117,7 +117,7 @@ def run_group(self, version_id: int, suite: str, suite_version: str, variant: st
 
 
 def _group(args, kwargs):
-    from webapp.runner import Group
+    from webapp.execution.groups import Group
 
     names = ("version_id", "suite", "suite_version", "variant", "seeds")
     values = {**dict(zip(names, args, strict=False)), **(kwargs or {})}
@@ -134,7 +134,7 @@ def _held_here(args, kwargs):
 
 def _release_here(args, kwargs) -> None:
     from webapp import storage
-    from webapp.runner import refresh_connection
+    from webapp.execution.database import refresh_connection
 
     try:
         refresh_connection()
@@ -146,7 +146,7 @@ def _release_here(args, kwargs) -> None:
 
 def _end_here(args, kwargs, status: str, reason: str, error: str) -> None:
     from webapp import storage
-    from webapp.runner import refresh_connection
+    from webapp.execution.database import refresh_connection
 
     try:
         refresh_connection()

@@ -19,7 +19,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from harness import bounds
+from suites.certified import bounds
 from harness.models.mlp import mlp
 from harness.train import Protocol, train_members
 

@@ -47,7 +47,7 @@ def browser():
 
 @pytest.fixture
 def page(browser, live_server, settings):
-    settings.HARNESS_RUNNER = "thread"
+    settings.HARNESS_EXECUTOR = "thread"
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
     pg.set_default_timeout(20_000)
@@ -134,7 +134,7 @@ def test_status_page_follows_a_cell_through_requeue_to_killed_with_owner_details
     from harness.objectives.loading import load_objective
     from webapp import storage
     from webapp.models import Cell, Submission
-    from webapp.runner import suite_at
+    from harness.registry import suite_at
 
     sign_up(page, "hana")
     suite = suite_at("noisy-labels", "1.0+e1")

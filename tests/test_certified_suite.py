@@ -11,10 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness import bounds, stats
+from harness import stats
+from suites.certified import bounds
 from harness.objectives.loading import load_objective
 from harness.train import Protocol, train_members
-from suites import get_suite
+from harness.registry import get_suite
 from suites.certified import SUITE
 from suites.certified import protocol as P
 from suites.certified.models import certified_cnn, certified_mlp, recalibrate

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.objectives.builtin import BUILTIN_NAMES
-from suites import get_suite
+from harness.registry import get_suite
 from tests.conftest import cli_environment
 
 CLI = [sys.executable, "-m", "harness.cli"]

@@ -85,7 +85,7 @@ def test_compose_app_services(compose, services):
         assert (db.username, db.password, db.path) == (
             pg_env["POSTGRES_USER"], pg_env["POSTGRES_PASSWORD"], "/" + pg_env["POSTGRES_DB"])
         assert urlsplit(env["HARNESS_BROKER_URL"]).hostname == "redis", name
-        assert env["HARNESS_RUNNER"] == "tasks.dispatch:enqueue", name
+        assert env["HARNESS_EXECUTOR"] == "tasks.dispatch:enqueue", name
         # The secret's variable is the one settings.py reads; its default says dev-only.
         assert "dev-only" in env["DJANGO_SECRET_KEY"], name
         volume, _, target = svc["volumes"][0].partition(":")

@@ -32,7 +32,7 @@ from harness.objectives.loading import load_objective
 from tasks import app, dispatch
 from webapp import storage
 from webapp.models import Cell, Metric
-from webapp.runner import suite_at
+from harness.registry import suite_at
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

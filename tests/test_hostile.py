@@ -57,9 +57,9 @@ import torch
 
 from harness.sandbox import Limits, SandboxUnavailable, isolation_support, run_cells_sandboxed
 from harness.sandbox_guard import MARKER
-from suites import get_suite
-from suites.base import REASONS, CellResult
-from suites.noisy_labels import protocol
+from harness.registry import get_suite
+from harness.suite import REASONS, CellResult
+from suites.noisy_labels import pipeline as protocol
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = Path(__file__).resolve().parent / "hostile"

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from suites.noisy_labels.protocol import Dataset
-from suites.noisy_labels.protocol import judge_member as judge
+from suites.noisy_labels.pipeline import Dataset
+from suites.noisy_labels.pipeline import judge_member as judge
 
 Y_TRAIN = np.array([0, 1, 2, 0, 1, 2, 0, 1])
 # flipped: index 1 (1→2), 3 (0→1), 6 (0→2)

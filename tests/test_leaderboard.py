@@ -18,8 +18,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from harness import stats
-from suites import get_suite
-from suites.base import CellResult
+from harness.registry import get_suite
+from harness.suite import CellResult
 from webapp import exports, leaderboard, storage
 from webapp.models import Cell, Objective, ObjectiveVersion, TableCache
 

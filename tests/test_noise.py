@@ -11,8 +11,8 @@ from scipy import stats
 import suites
 from harness import seeding
 from suites.noisy_labels import noise
-from suites.noisy_labels.data import digits_split
-from suites.noisy_labels.protocol import load_dataset, noisy_labels
+from harness.data.digits import digits_split
+from suites.noisy_labels.pipeline import load_dataset, noisy_labels
 
 
 def balanced(n: int, k: int, seed: int = 0) -> np.ndarray:
@@ -335,7 +335,7 @@ def test_noisy_labels_same_in_fresh_process():
     here = label_hash(noisy_labels(data, SUITE.variant("sym-0.4"), 3))
     code = (
         "import hashlib, numpy as np, suites\n"
-        "from suites.noisy_labels.protocol import load_dataset, noisy_labels\n"
+        "from suites.noisy_labels.pipeline import load_dataset, noisy_labels\n"
         "d = load_dataset('digits', None, False)\n"
         "v = suites.get_suite('noisy-labels').variant('sym-0.4')\n"
         "y = np.ascontiguousarray(noisy_labels(d, v, 3), dtype=np.int64)\n"

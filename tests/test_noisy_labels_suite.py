@@ -7,7 +7,7 @@ import pytest
 
 from harness import stats
 from harness.objectives.loading import load_objective
-from suites import get_suite
+from harness.registry import get_suite
 
 SUITE = get_suite("noisy-labels")
 SEEDS = [0, 1, 2, 3, 4]

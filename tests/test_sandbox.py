@@ -16,8 +16,8 @@ import pytest
 from harness import sandbox
 from harness.objectives.loading import load_objective
 from harness.sandbox import Limits, run_cells_sandboxed
-from suites import get_suite
-from suites.jobs import InvalidOutput
+from harness.registry import get_suite
+from harness.pipeline import InvalidOutput
 
 BUILTIN = Path(__file__).resolve().parents[1] / "harness" / "objectives" / "builtin"
 NOISY = get_suite("noisy-labels").shortened(2)

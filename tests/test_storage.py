@@ -6,8 +6,8 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from harness.objectives.loading import load_objective
-from suites import get_suite
-from suites.base import CellResult
+from harness.registry import get_suite
+from harness.suite import CellResult
 from webapp import storage
 from webapp.models import Cell, Curve, Metric, ObjectiveVersion
 

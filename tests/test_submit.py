@@ -87,7 +87,7 @@ VARIANTS = 7  # noisy-labels' default (public, embedded) variants
 
 @pytest.fixture(autouse=True)
 def _runner(settings):
-    settings.HARNESS_RUNNER = "none"  # tests that run cells choose a runner explicitly
+    settings.HARNESS_EXECUTOR = "none"  # tests that run cells choose a runner explicitly
     settings.HARNESS_RUN_EPOCHS = 1
 
 
@@ -389,7 +389,7 @@ def test_status_json_shape_and_the_page(client_a, client):
 
 def test_inline_runner_takes_cells_to_ok_with_metrics(client_a, settings,
                                                       django_capture_on_commit_callbacks):
-    settings.HARNESS_RUNNER = "inline"
+    settings.HARNESS_EXECUTOR = "inline"
     with django_capture_on_commit_callbacks(execute=True):
         submit(client_a, seeds=1)
     submission = Submission.objects.get()
@@ -407,7 +407,7 @@ def test_inline_runner_takes_cells_to_ok_with_metrics(client_a, settings,
 
 def test_failing_objective_ends_failed_with_reason_for_the_owner_only(
         client_a, client_b, client, settings, django_capture_on_commit_callbacks):
-    settings.HARNESS_RUNNER = "inline"
+    settings.HARNESS_EXECUTOR = "inline"
     with django_capture_on_commit_callbacks(execute=True):
         submit(client_a, RAISES_AT_RUNTIME, seeds=1, visibility="private")
     submission = Submission.objects.get()
@@ -451,7 +451,7 @@ def test_private_code_is_never_served_to_others_by_these_views(client_a, client_
 
 @pytest.mark.django_db(transaction=True)
 def test_thread_runner_does_not_block_and_goes_queued_running_ok(settings):
-    settings.HARNESS_RUNNER = "thread"
+    settings.HARNESS_EXECUTOR = "thread"
     User.objects.create_user("carol", password="pw-carol-123")
     client = Client()
     client.force_login(User.objects.get(username="carol"))

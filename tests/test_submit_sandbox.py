@@ -25,7 +25,7 @@ def classification_loss(logits, targets, *, t: float = 1.0):
 
 @pytest.fixture
 def client_a(settings) -> Client:
-    settings.HARNESS_RUNNER = "none"
+    settings.HARNESS_EXECUTOR = "none"
     c = Client()
     c.force_login(User.objects.create_user("alice", password="correct-horse-1"))
     return c

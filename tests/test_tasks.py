@@ -18,8 +18,8 @@ from django.utils import timezone
 
 import tasks
 from harness.objectives.loading import load_objective
-from suites import get_suite
-from suites.base import CellResult, Resources
+from harness.registry import get_suite
+from harness.suite import CellResult, Resources
 from tasks import dispatch, limits, reaper
 from tasks import tasks as task_module
 from tasks.worker import NODE, default_threads
@@ -276,7 +276,7 @@ def test_eager_task_trains_a_builtin_and_stores_its_cells(version, eager):
 
 @pytest.mark.slow
 def test_eager_dispatch_end_to_end_through_the_status_page(version, eager, settings):
-    settings.HARNESS_RUNNER = "tasks.dispatch:enqueue"
+    settings.HARNESS_EXECUTOR = "tasks.dispatch:enqueue"
     user = User.objects.create_user("erin")
     cells = make_cells(version, variants=("clean", "sym-0.4"), seeds=(0,))
     submission = Submission.objects.create(owner=user, version=version, suites=["noisy-labels"])
@@ -545,7 +545,7 @@ def test_serve_with_worker_runs_submissions_on_the_embedded_broker(tmp_path):
     root = Path(__file__).resolve().parent.parent
     env = cli_environment(tmp_path / "home")  # SQLite and the embedded broker, no servers
     env = {k: v for k, v in env.items() if not k.startswith(("HARNESS_BROKER", "CELERY_"))}
-    env.update({"C_FORCE_ROOT": "1", "HARNESS_TORCH_THREADS": "1", "HARNESS_RUNNER": "none"})
+    env.update({"C_FORCE_ROOT": "1", "HARNESS_TORCH_THREADS": "1", "HARNESS_EXECUTOR": "none"})
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -570,7 +570,7 @@ def test_serve_with_worker_runs_submissions_on_the_embedded_broker(tmp_path):
                     (tmp_path / "serve.log").read_text())
                 time.sleep(0.2)
         # The web app's runner inside serve is the worker; this shell sends like it would.
-        setup_env = {**env, "HARNESS_RUNNER": "tasks.dispatch:enqueue"}
+        setup_env = {**env, "HARNESS_EXECUTOR": "tasks.dispatch:enqueue"}
         out = subprocess.run([sys.executable, "manage.py", "shell", "-c", SETUP], cwd=root,
                              env=setup_env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr

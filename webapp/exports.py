@@ -1,6 +1,11 @@
 """Exports of leaderboard tables that researchers paste into papers: tidy CSV and a
 booktabs LaTeX table. Pure functions over :func:`webapp.leaderboard.variant_table`
-payloads; no queries."""
+payloads; no queries.
+
+CSV holds plain numbers in the metric's stored unit (fractions for percents) with the
+metric's direction in a column; ``improvement_vs_ref`` is positive when the objective is
+better than the reference, whatever the direction. LaTeX shows each metric as the pages
+do (percents ×100) and says which way is better in the caption."""
 
 from __future__ import annotations
 
@@ -8,24 +13,27 @@ import csv
 import io
 from typing import Any
 
-from suites.base import Suite
+from harness.suite import MetricSpec, Suite
 
 
 def tables_csv(tables: list[dict]) -> str:
     """Tidy CSV: one line per (variant, objective), plain numbers (fractions, not %)."""
     out = io.StringIO()
     secondary = list(dict.fromkeys(m for t in tables for m in t["metrics"][1:]))
-    fields = ["suite", "suite_version", "variant", "objective", "slug", "builtin",
-              "reference", "seeds", "diverged", "failed", "mean", "ci_low", "ci_high", "std",
-              "iqm", "tied_with_best", "p_improvement", "p_ci_low", "p_ci_high", "diff_vs_ref",
-              "diff_ci_low", "diff_ci_high", "distinguishable", *secondary]
+    fields = ["suite", "suite_version", "variant", "metric", "better", "unit", "objective",
+              "slug", "builtin", "reference", "seeds", "diverged", "failed", "mean", "ci_low",
+              "ci_high", "std", "iqm", "tied_with_best", "p_improvement", "p_ci_low",
+              "p_ci_high", "improvement_vs_ref", "improvement_ci_low", "improvement_ci_high",
+              "distinguishable", *secondary]
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(fields)
     for t in tables:
         for r in t["rows"]:
             vs = r["vs_reference"] or {}
+            spec = t["headline_spec"]
             writer.writerow(_csv_cell(x) for x in [
-                t["suite"], t["suite_version"], t["variant"], r["objective"], r["slug"],
+                t["suite"], t["suite_version"], t["variant"], spec["name"], spec["better"],
+                spec["unit"], r["objective"], r["slug"],
                 r["is_builtin"], r["is_reference"], r["seeds"], r["diverged"], r["failed"],
                 r["mean"], r["ci_low"], r["ci_high"], r["std"], r["iqm"], r["tied_with_best"],
                 vs.get("prob_improvement"), vs.get("prob_ci_low"), vs.get("prob_ci_high"),
@@ -43,12 +51,12 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
     mean ± CI. Best in bold; † = statistically tied with the best (paired 95% CI of the
     difference contains 0). Percent metrics are shown in %.
     """
-    headline = suite.metric(suite.headline)
+    headline = suite.headline_metric
     cell = _latex_interval if interval else _latex_pm
     ci_word = "[95\\% CI]" if interval else "$\\pm$ half-width of the 95\\% CI"
     unit = " (\\%)" if headline.percent else ""
-    note = (f"{_tex(suite.name)} v{_tex(suite.version)}, {_tex(headline.label)}{unit}: "
-            f"mean over seeds {ci_word} "
+    note = (f"{_tex(suite.name)} v{_tex(suite.version)}, {_tex(headline.label)}{unit}, "
+            f"{headline.better} is better: mean over seeds {ci_word} "
             "(percentile bootstrap). \\textbf{Bold}: best; $^\\dagger$: tied with the best "
             "(paired 95\\% CI of the difference contains 0).")
     lines = ["% Objective Harness export; needs \\usepackage{booktabs}", "\\begin{table}[t]",
@@ -70,9 +78,9 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
                 f"{vs['prob_improvement']:.2f}" + ("" if vs["distinguishable"] else "$^{\\ast}$"))
             lines.append(" & ".join([
                 _tex(r["objective"]),
-                _latex_mark(cell(r, headline.percent), r, best),
+                _latex_mark(cell(r, headline), r, best),
                 str(r["seeds"]), str(r["diverged"]), pi,
-                *(_latex_number(r["secondary"].get(m.name), m.percent) for m in secondary),
+                *(_latex_number(r["secondary"].get(m.name), m) for m in secondary),
             ]) + " \\\\")
         note += (f" P(>{_tex(t['reference'])}): probability of improvement over the reference on"
                  " paired seeds; $^{\\ast}$: not distinguishable from the reference.")
@@ -89,7 +97,7 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
             for t in tables:
                 r = by.get((t["variant"], label))
                 cells.append("--" if r is None or not r["seeds"] else
-                             _latex_mark(cell(r, headline.percent), r, bests[t["variant"]]))
+                             _latex_mark(cell(r, headline), r, bests[t["variant"]]))
             lines.append(" & ".join([_tex(label), *cells]) + " \\\\")
         caption = note
     lines += ["\\bottomrule", "\\end{tabular}", f"\\caption{{{caption}}}", "\\end{table}", ""]
@@ -113,25 +121,29 @@ def _tex(text: str) -> str:
     return "".join(_TEX.get(ch, ch) for ch in str(text))
 
 
-def _latex_number(x: float | None, percent: bool) -> str:
+def _latex_number(x: float | None, spec: MetricSpec) -> str:
     if x is None:
         return "--"
-    return f"{100 * x:.1f}" if percent else f"{x:.3g}"
+    text = spec.format(x)
+    if spec.unit == "pvalue" and "e" in text:  # 1.2e-03 -> $1.2\times10^{-3}$
+        mantissa, exponent = text.split("e")
+        return f"${mantissa}\\times10^{{{int(exponent)}}}$"
+    return text
 
 
-def _latex_pm(r: dict, percent: bool) -> str:
-    mean = _latex_number(r["mean"], percent)
+def _latex_pm(r: dict, spec: MetricSpec) -> str:
+    mean = _latex_number(r["mean"], spec)
     if r["ci_low"] is None or r["ci_high"] is None:
         return mean
-    return f"{mean} $\\pm$ {_latex_number((r['ci_high'] - r['ci_low']) / 2, percent)}"
+    return f"{mean} $\\pm$ {_latex_number((r['ci_high'] - r['ci_low']) / 2, spec)}"
 
 
-def _latex_interval(r: dict, percent: bool) -> str:
-    mean = _latex_number(r["mean"], percent)
+def _latex_interval(r: dict, spec: MetricSpec) -> str:
+    mean = _latex_number(r["mean"], spec)
     if r["ci_low"] is None or r["ci_high"] is None:
         return mean
-    return (f"{mean} {{\\scriptsize [{_latex_number(r['ci_low'], percent)}, "
-            f"{_latex_number(r['ci_high'], percent)}]}}")
+    return (f"{mean} {{\\scriptsize [{_latex_number(r['ci_low'], spec)}, "
+            f"{_latex_number(r['ci_high'], spec)}]}}")
 
 
 def _best_label(t: dict) -> str | None:

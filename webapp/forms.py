@@ -23,9 +23,10 @@ from django.utils.text import slugify
 
 from harness.objectives.loading import Objective as LoadedObjective
 from harness.objectives.loading import ObjectiveError, parse_assignments
-from suites import get_suite, suite_names
-from suites.base import Suite
-from webapp import runner
+from harness.registry import all_suites, get_suite, suite_names
+from harness.suite import Suite
+from webapp.execution import executors
+from webapp.execution.groups import code_filename
 from webapp.models import Cell, Objective, ObjectiveVersion, Submission
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ RETRIED = (Cell.FAILED, Cell.TIMEOUT, Cell.KILLED)  # a resubmission runs these 
 
 def suites_for(objective: LoadedObjective) -> list[Suite]:
     """The registered suites that can run ``objective`` (its hook, or one they lift)."""
-    return [s for s in (get_suite(n) for n in suite_names()) if s.supports(objective.hooks)]
+    return [s for s in all_suites() if s.supports(objective.hooks)]
 
 
 def configured(suite: Suite) -> Suite:
@@ -175,21 +176,21 @@ class SubmissionForm(forms.Form):
 
         overrides = self.cleaned_data.get("hyperparameters") or None
         try:
-            report = validate_sandboxed(code, runner.code_filename(self.slug), overrides)
+            validation = validate_sandboxed(code, code_filename(self.slug), overrides)
         except SandboxUnavailable:
             log.exception("the sandbox could not check a submission")
             self.add_error(field, "The code could not be checked right now (the server's "
                                   "sandbox is unavailable); nothing was queued. Try again.")
             return
-        for problem in report.problems:
+        for problem in validation.problems:
             if problem.severity == "warning":
                 self.warnings.append(problem.message)
             elif problem.code in HYPERPARAMETER_PROBLEMS:
                 self.add_error("hyperparameters", problem.message)
             else:
                 self.add_error(field, problem.message)
-        if report.ok and report.objective is not None:
-            self.objective = dataclasses.replace(report.objective, name=self.slug)
+        if validation.ok and validation.objective is not None:
+            self.objective = dataclasses.replace(validation.objective, name=self.slug)
 
     def _plan_cells(self, data: dict[str, Any]) -> None:
         supported = {s.name: s for s in suites_for(self.objective)}
@@ -247,7 +248,7 @@ class SubmissionForm(forms.Form):
                 if not self._check_cap():
                     return None
                 submission = self._create()
-                transaction.on_commit(partial(runner.enqueue, submission))
+                transaction.on_commit(partial(executors.enqueue, submission))
                 return submission
         except IntegrityError:
             self.add_error("name", "That name was just taken; choose another name.")
@@ -286,10 +287,10 @@ def _queued_cell(version: ObjectiveVersion, suite: Suite, variant: str, seed: in
         version=version, suite=suite.name, suite_version=suite.version, variant=variant,
         seed=seed, defaults={"variant_hash": suite.variant(variant).config_hash(suite)})
     if not created and cell.status in RETRIED:  # a fresh start: nothing of the last run
-        cell.status, cell.error, cell.reason, cell.output = Cell.QUEUED, "", "", ""
+        cell.status, cell.error, cell.reason, cell.captured = Cell.QUEUED, "", "", ""
         cell.started_at = cell.finished_at = cell.heartbeat_at = cell.enqueued_at = None
         cell.worker = ""
-        cell.save(update_fields=["status", "error", "reason", "output", "started_at",
+        cell.save(update_fields=["status", "error", "reason", "captured", "started_at",
                                  "finished_at", "heartbeat_at", "enqueued_at", "worker"])
     return cell
 

@@ -53,8 +53,8 @@ class ObjectiveVersion(models.Model):
 class Cell(models.Model):
     """queued → running → ok | diverged | failed | timeout | killed.
 
-    ``reason`` (a key of :data:`suites.base.REASONS`) says why a cell ended failed, timeout
-    or killed; ``error`` and ``output`` (the sandboxed child's captured stdout/stderr) can
+    ``reason`` (a key of :data:`harness.suite.REASONS`) says why a cell ended failed, timeout
+    or killed; ``error`` and ``captured`` (the sandboxed child's stdout/stderr) can
     quote the objective's code and are shown to its owner only. While a worker holds a
     cell, ``worker`` names it and ``heartbeat_at`` is refreshed; ``attempts`` counts claims
     and fences writes (a worker stores a cell only while the attempt it claimed is current).
@@ -81,7 +81,7 @@ class Cell(models.Model):
     wall_time = models.FloatField(null=True, blank=True)
     environment = models.JSONField(default=dict)
     reason = models.CharField(max_length=20, blank=True, choices=REASON_CHOICES)
-    output = models.TextField(blank=True)
+    captured = models.TextField(blank=True)
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from suites.base import REASONS
+from harness.suite import REASONS
 
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 200
@@ -113,17 +113,33 @@ VARIANT_TABLE = obj({
     "variant": STR,
     "headline": {**STR, "description": "the metric the rows are ranked by"},
     "higher_is_better": BOOL,
+    "headline_spec": ref("MetricSpec"),
     "reference": {**STR, "description": "label of the reference objective's row"},
     "metrics": arr(STR, "metric names: the headline, then the secondary metrics"),
     "rows": arr(ref("TableRow"), "best first"),
 }, {
     "variant_description": STR, "description": STR, "headline_label": STR, "percent": BOOL,
-    "metric_specs": arr(ANY_OBJECT),
-}, description="One variant's leaderboard table.", extra=True)
+    "metric_specs": arr(ref("MetricSpec")),
+}, description="One variant's leaderboard table. Values are in the metric's unit "
+               "(percent metrics as fractions in [0, 1]).", extra=True)
 
 METRIC_SPEC = obj({
-    "name": STR, "label": STR, "higher_is_better": BOOL,
+    "name": STR, "label": STR,
+    "better": {"type": "string", "enum": ["higher", "lower", "neither"],
+               "description": "which way is better; 'neither' for descriptive metrics"},
+    "higher_is_better": BOOL,
+    "unit": {"type": "string", "enum": ["percent", "probability", "pvalue", "number"],
+             "description": "percent values are stored as fractions and shown ×100"},
+    "decimals": {**INT, "description": "decimals shown (significant digits of a p-value)"},
 }, {"description": STR, "percent": BOOL, "short": STR})
+
+CURVE_SPEC = obj({
+    "name": STR, "label": STR,
+    "x_label": {**STR, "description": "what the points are indexed by (epoch, ε, ...)"},
+    "x_values": nullable({**STR, "description": "the stored curve holding the x values; "
+                                                "null: 1, 2, ..., n"}),
+    "unit": STR,
+}, {"x_unit": STR, "decimals": INT, "log": BOOL, "drawn": BOOL})
 
 VARIANT = obj({
     "name": STR,
@@ -136,13 +152,22 @@ VARIANT = obj({
 SUITE = obj({
     "name": STR,
     "version": {**STR, "description": "results compare only within one suite version"},
-    "hook": {**STR, "description": "the objective hook the suite calls"},
+    "hooks": arr(STR, "the objective hooks the suite calls"),
+    "lifts": arr(STR, "hooks the suite lifts into its own (an objective needs one of "
+                      "hooks or lifts)"),
     "description": STR,
     "headline": STR,
     "reference": {**STR, "description": "slug of the reference objective"},
+    "baselines": arr(STR, "the suite's own built-in objectives (its default run)"),
+    "anchors": obj({"worst": NUM, "best": NUM}, description="headline values normalized "
+                   "to 0 and 1 for the cross-suite score"),
     "metrics": arr(ref("MetricSpec")),
+    "curves": arr(ref("CurveSpec"), "per-seed series the suite stores"),
+    "scatters": arr(obj({"x": STR, "y": STR}), "per-seed metric pairs it plots"),
+    "reliability": nullable(ANY_OBJECT),
+    "variant_axis": nullable(obj({"key": STR, "label": STR, "unit": STR})),
     "variants": arr(ref("Variant")),
-    "protocol": ANY_OBJECT,
+    "settings": {**ANY_OBJECT, "description": "the fixed training and evaluation settings"},
     "url": STR,
 })
 
@@ -221,6 +246,7 @@ ERROR = obj({"error": {**STR, "description": "what was wrong, in words"},
 COMPONENTS: dict[str, dict] = {
     "Error": ERROR,
     "MetricSpec": METRIC_SPEC,
+    "CurveSpec": CURVE_SPEC,
     "Variant": VARIANT,
     "Suite": SUITE,
     "SuiteList": obj({"suites": arr(ref("Suite"))}),

@@ -107,10 +107,10 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 
-# Who runs submitted cells (webapp/runner.py): "thread" (an in-process background
+# Who runs submitted cells (webapp/execution/executors.py): "thread" (an in-process background
 # worker), "inline" (synchronously, for tests), "none" (left queued), or
 # "module:function" taking the submission (the Celery executor).
-HARNESS_RUNNER = os.environ.get("HARNESS_RUNNER", "thread")
+HARNESS_EXECUTOR = os.environ.get("HARNESS_EXECUTOR", "thread")
 # Train submissions for this many epochs instead of the suite's protocol (smoke runs and
 # tests; stored under suite version V+eN, apart from real results). Unset: the protocol.
 HARNESS_RUN_EPOCHS = int(os.environ.get("HARNESS_RUN_EPOCHS") or 0) or None

@@ -26,8 +26,8 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from harness.objectives.loading import Objective as LoadedObjective
-from harness.report import CellRow
-from suites.base import CellResult, Suite
+from harness.suite import CellResult, Suite
+from harness.tables import CellRow
 from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
 
 
@@ -56,7 +56,7 @@ def finished_cells(version: ObjectiveVersion, suite: Suite, variants: Iterable[s
 
 
 # Stored output is already truncated by the sandbox; this only bounds a row's size.
-MAX_OUTPUT_CHARS = 100_000
+MAX_CAPTURED_CHARS = 100_000
 
 Claim = dict[int, int]  # cell id -> the attempt number under which this worker holds it
 
@@ -91,7 +91,7 @@ def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[Cel
         cell.status = r.status
         cell.error = r.error
         cell.reason = r.reason if r.status not in (Cell.OK, Cell.DIVERGED) else ""
-        cell.output = (r.output or "")[:MAX_OUTPUT_CHARS]
+        cell.captured = (r.captured or "")[:MAX_CAPTURED_CHARS]
         cell.diverged_step = r.diverged_step
         cell.finished_at = now
         cell.wall_time = r.wall_time
@@ -169,7 +169,7 @@ def claim(cell_ids: Iterable[int], *, worker: str,
             changes = {"attempts": cell.attempts + 1, "started_at": now}
         if Cell.objects.filter(seen).update(
                 status=Cell.RUNNING, worker=worker[:200], heartbeat_at=now, finished_at=None,
-                error="", reason="", output="", **changes):
+                error="", reason="", captured="", **changes):
             taken[cell.pk] = changes.get("attempts", cell.attempts)
     return taken
 

@@ -1,4 +1,7 @@
-"""Number formatting and code highlighting for the leaderboard templates."""
+"""Number formatting and code highlighting for the leaderboard templates.
+
+Values are formatted by the metric's own spec (``MetricSpec.to_json()``: unit and
+decimals), with the one rule of :func:`harness.suite.format_value`."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from harness.suite import format_value
+
 register = template.Library()
 
 
@@ -16,22 +21,29 @@ def _finite(value) -> bool:
 
 
 @register.filter
-def num(value, percent=False):
-    """A metric value: percent metrics as 73.2, others with 3 significant digits."""
-    if not _finite(value):
-        return "–"
-    if percent:
-        return f"{100 * value:.1f}"
-    return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+def metric(value, spec):
+    """``value|metric:spec``: a metric value in its unit (73.2 for a percent, 0.034, 1.2e-03)."""
+    if not isinstance(spec, dict):
+        return "–" if not _finite(value) else str(value)
+    return format_value(value, spec.get("unit", "number"), int(spec.get("decimals", 3)))
 
 
 @register.filter
-def signed(value, percent=False):
-    """A difference with its sign: +1.2 (percentage points) or +0.0123."""
-    if not _finite(value):
-        return "–"
-    text = f"{100 * value:+.1f}" if percent else f"{value:+.3g}"
-    return "±0.0" if text in ("+0.0", "-0.0") else text.replace("-", "−")
+def improvement(value, spec):
+    """``value|improvement:spec``: an improvement with its sign (positive = better), in
+    percentage points for percents."""
+    if not isinstance(spec, dict):
+        return "–" if not _finite(value) else str(value)
+    return format_value(value, spec.get("unit", "number"), int(spec.get("decimals", 3)),
+                        signed=True)
+
+
+@register.filter
+def unit_suffix(spec, kind="value"):
+    """`` (%)`` for a percent value, `` (pp)`` for a percent difference, else nothing."""
+    if not isinstance(spec, dict) or spec.get("unit") != "percent":
+        return ""
+    return " (pp)" if kind == "delta" else " (%)"
 
 
 @register.filter

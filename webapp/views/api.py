@@ -22,8 +22,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path, re_path, reverse
 
-import suites
-from suites.base import Suite
+from harness import registry
+from harness.jsonsafe import finite_or_none
+from harness.suite import Suite
 from webapp import leaderboard, openapi
 from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
 
@@ -37,24 +38,13 @@ class ApiError(Exception):
 
 
 # ---------------------------------------------------------------- responses
-def _finite(value):
-    """The payload with every NaN/inf float replaced by None (JSON has no NaN)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _json(payload, status: int = 200) -> HttpResponse:
     options = {"cls": DjangoJSONEncoder, "allow_nan": False, "ensure_ascii": False,
                "separators": (",", ":")}
     try:  # leaderboard payloads are NaN-free already: no second walk over megabytes
         body = json.dumps(payload, **options)
     except ValueError:
-        body = json.dumps(_finite(payload), **options)
+        body = json.dumps(finite_or_none(payload), **options)
     return HttpResponse(body, status=status, content_type="application/json")
 
 
@@ -85,10 +75,10 @@ def api_view(view: Callable[..., object]) -> Callable[..., HttpResponse]:
 # ---------------------------------------------------------------- parameters
 def _suite(name: str) -> Suite:
     try:
-        return suites.get_suite(name)
+        return registry.get_suite(name)
     except KeyError:
         raise ApiError(404, f"unknown suite {name!r} (suites: "
-                       f"{', '.join(suites.suite_names())})") from None
+                       f"{', '.join(registry.suite_names())})") from None
 
 
 def _variants(suite: Suite, names: list[str]) -> list[str]:
@@ -166,16 +156,27 @@ def _without_code(value):
 
 # ---------------------------------------------------------------- serializers
 def suite_payload(suite: Suite) -> dict:
+    """A suite's declaration: what its numbers mean (direction, unit), how they are drawn."""
+    anchors = suite.headline_anchors
     return {
-        "name": suite.name, "version": suite.version, "hook": suite.hook,
-        "description": suite.description, "headline": suite.headline,
-        "reference": suite.reference,
-        "metrics": [{"name": m.name, "label": m.label, "higher_is_better": m.higher_is_better,
-                     "description": m.description, "percent": m.percent, "short": m.short}
-                    for m in suite.metrics],
+        "name": suite.name, "version": suite.version, "hooks": list(suite.hooks),
+        "lifts": list(suite.lifts), "description": suite.description,
+        "headline": suite.headline, "reference": suite.reference,
+        "baselines": list(suite.baselines),
+        "anchors": {"worst": anchors.worst, "best": anchors.best},
+        "metrics": [m.to_json() for m in suite.metrics],
+        "curves": [c.to_json() for c in suite.curves],
+        "scatters": [{"x": sc.x, "y": sc.y} for sc in suite.scatters],
+        "reliability": None if suite.reliability is None else {
+            "confidence": suite.reliability.confidence,
+            "accuracy": suite.reliability.accuracy, "count": suite.reliability.count,
+            "label": suite.reliability.label},
+        "variant_axis": None if suite.variant_axis is None else {
+            "key": suite.variant_axis.key, "label": suite.variant_axis.label,
+            "unit": suite.variant_axis.unit},
         "variants": [{"name": v.name, "description": v.description, "config": dict(v.config),
                       "default": v.default, "queue": v.queue} for v in suite.variants],
-        "protocol": dict(suite.protocol),
+        "settings": dict(suite.settings),
         "url": reverse("api-suite", args=[suite.name]),
     }
 
@@ -241,14 +242,10 @@ def _results_page(request: HttpRequest, cells, curves: bool) -> dict:
 # ---------------------------------------------------------------- views
 def index(request: HttpRequest) -> HttpResponse:
     """The endpoints, with example requests filled from live data."""
-    names = suites.suite_names()
-    suite = suites.get_suite(names[0]) if names else None
-    values = {
-        "suite": suite.name if suite else "noisy-labels",
-        "variant": (suite.default_variants or [v.name for v in suite.variants])[0]
-        if suite else "clean",
-        "objective": suite.reference if suite else "ce",
-    }
+    suite = registry.all_suites()[0]
+    values = {"suite": suite.name,
+              "variant": (suite.default_variants or [v.name for v in suite.variants])[0],
+              "objective": suite.reference}
     endpoints = [{"path": e.path, "summary": e.summary, "description": e.description,
                   "params": e.params, "errors": e.errors,
                   "examples": [x.format(**values) for x in e.examples]}
@@ -260,7 +257,7 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @api_view
 def suite_list(request: HttpRequest) -> dict:
-    return {"suites": [suite_payload(suites.get_suite(n)) for n in suites.suite_names()]}
+    return {"suites": [suite_payload(s) for s in registry.all_suites()]}
 
 
 @api_view

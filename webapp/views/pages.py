@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from suites import suite_names
+from harness.registry import suite_names
 from webapp import exports, leaderboard
 from webapp.leaderboard import NotFound
 
@@ -55,7 +55,7 @@ def objective(request: HttpRequest, slug: str) -> HttpResponse:
     for s in profile["suites"]:
         s["family"] = leaderboard.family_plot(
             s["series"], list(s["series"]["series"]), metric=s["headline_label"],
-            percent=s["percent"])
+            spec=s["headline_spec"])
         s["secondary"] = [m for m in s["metric_specs"] if m["name"] != s["headline"]]
         s["curve_variant"] = next(iter(s["curves"]), None)
         s["multi_label"] = len({r["objective"] for r in s["rows"]}) > 1

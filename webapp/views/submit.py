@@ -12,9 +12,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_safe
 
+from webapp.execution.status import run_state
 from webapp.forms import SubmissionForm
 from webapp.models import Submission
-from webapp.runner import run_state
 
 
 @login_required

@@ -2,7 +2,7 @@
 
 Running cells whose heartbeat is stale go back to the queue (or fail, out of attempts),
 and queued cells whose message was lost are sent again. With the Celery runner
-(``HARNESS_RUNNER=tasks.dispatch:enqueue``) they are sent to the broker; with the thread
+(``HARNESS_EXECUTOR=tasks.dispatch:enqueue``) they are sent to the broker; with the thread
 runner their submissions are run again in this process (``--no-send``: neither).
 """
 
@@ -25,7 +25,7 @@ class Command(BaseCommand):
 
         if no_send:
             send = _nothing
-        elif settings.HARNESS_RUNNER.startswith("tasks."):
+        elif settings.HARNESS_EXECUTOR.startswith("tasks."):
             send = None  # Celery dispatch
         else:
             send = _through_runner
@@ -40,12 +40,12 @@ def _nothing(cells) -> int:
 
 def _through_runner(cells) -> int:
     """The configured runner (thread, inline) takes whole submissions: run theirs."""
-    from webapp import runner
+    from webapp.execution import executors
     from webapp.models import Submission
 
     submissions = Submission.objects.filter(cells__in=cells).distinct()
     for submission in submissions:
-        runner.enqueue(submission)
-    if settings.HARNESS_RUNNER == "thread":
-        runner.drain()
+        executors.enqueue(submission)
+    if settings.HARNESS_EXECUTOR == "thread":
+        executors.drain()
     return len(submissions)

@@ -2,10 +2,10 @@
 in one command — a whole server on a laptop, with no Redis and no other service.
 
 ``--with-worker`` starts ``celery -A tasks worker --queues cpu,gpu`` beside the web server
-and points the web app at it (``HARNESS_RUNNER=tasks.dispatch:enqueue``). The broker is
+and points the web app at it (``HARNESS_EXECUTOR=tasks.dispatch:enqueue``). The broker is
 ``HARNESS_BROKER_URL`` when set, else the embedded one (files in the data directory).
 The database is the configured one (default: SQLite in the data directory). Ctrl-C stops
-both. Without ``--with-worker`` the web app runs submissions with its configured runner
+both. Without ``--with-worker`` the web app runs submissions with its configured executor
 (default: a thread in the web process).
 """
 
@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-CELERY_RUNNER = "tasks.dispatch:enqueue"
+CELERY_EXECUTOR = "tasks.dispatch:enqueue"
 
 
 class Command(BaseCommand):
@@ -50,7 +50,7 @@ class Command(BaseCommand):
         env = dict(os.environ)
         processes: list[tuple[str, subprocess.Popen]] = []
         if with_worker:
-            env["HARNESS_RUNNER"] = CELERY_RUNNER
+            env["HARNESS_EXECUTOR"] = CELERY_EXECUTOR
             env.setdefault("C_FORCE_ROOT", "1")  # containers and CI run as root
             processes.append(("worker", subprocess.Popen(
                 worker_command(queues, concurrency), env=env)))

@@ -3,9 +3,14 @@
  * Every <div class="plot" data-plot="KIND" data-source="ID"> reads its data from the
  * <script type="application/json" id="ID"> written by Django's json_script, and is
  * drawn by renderers[KIND]. Kinds: strip (per-seed values per objective), family
- * (headline across a variant family with CI bands), curves (training curves, mean with
- * a band, one legend entry per seed), scatter (per-seed metric pairs), forest (paired
- * differences per variant).
+ * (headline across a variant family with CI bands), curves (each stored curve against its
+ * own x axis, mean with a band, one legend entry per seed), scatter (per-seed metric
+ * pairs), reliability (accuracy against confidence per bin), forest (paired improvements
+ * per variant).
+ *
+ * Every value arrives in its metric's stored unit with the metric's spec ({unit,
+ * decimals, better}); percents are drawn ×100, as the tables show them
+ * (harness.suite.format_value is the rule on the server side).
  */
 (function () {
   "use strict";
@@ -24,10 +29,21 @@
     for (var k in extra) { layout[k] = extra[k]; }
     return layout;
   }
-  function scale(percent) {
+  function isPercent(spec) { return !!spec && spec.unit === "percent"; }
+  function scale(spec) {
+    var percent = isPercent(spec);
     return function (v) { return v === null || v === undefined ? null : (percent ? 100 * v : v); };
   }
-  function unit(percent) { return percent ? " (%)" : ""; }
+  function unit(spec, delta) { return isPercent(spec) ? (delta ? " (pp)" : " (%)") : ""; }
+  function direction(spec) {
+    return spec && spec.better && spec.better !== "neither" ? " — " + spec.better + " is better" : "";
+  }
+  function hoverFormat(spec) {
+    if (!spec) { return ":.4g"; }
+    if (spec.unit === "pvalue") { return ":.2e"; }
+    var decimals = spec.decimals === undefined ? 3 : spec.decimals;
+    return ":." + decimals + "f";
+  }
   function esc(s) {
     return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
@@ -55,7 +71,7 @@
   var renderers = {};
 
   renderers.strip = function (el, d) {
-    var f = scale(d.percent);
+    var f = scale(d.spec), fmt = hoverFormat(d.spec);
     var colors = colorFor(d.objectives.map(function (o) { return {label: o.label, is_reference: o.is_reference}; }));
     var traces = d.objectives.map(function (o) {
       var name = esc(o.label) + (o.tied_with_best ? " ★" : "");
@@ -64,18 +80,18 @@
               boxpoints: "all", jitter: 0.45, pointpos: 0, boxmean: true,
               marker: {color: colors[o.label], size: 7, opacity: 0.85},
               line: {color: colors[o.label], width: 1.2}, fillcolor: rgba(colors[o.label], 0.08),
-              hovertemplate: "%{text}: %{x:.4g}<extra>" + name + "</extra>"};
+              hovertemplate: "%{text}: %{x" + fmt + "}<extra>" + name + "</extra>"};
     });
     Plotly.newPlot(el, traces, base({
       height: Math.max(260, 26 * traces.length + 90), showlegend: false,
       margin: {l: 150, r: 16, t: 16, b: 48},
-      xaxis: {title: {text: esc(d.metric) + unit(d.percent) + " — " + (d.higher_is_better ? "higher" : "lower") + " is better"},
+      xaxis: {title: {text: esc(d.metric) + unit(d.spec) + direction(d.spec)},
               zeroline: false, gridcolor: "#eef1f4"},
       yaxis: {autorange: "reversed", automargin: true}}), CONFIG);
   };
 
   renderers.family = function (el, d) {
-    var f = scale(d.percent), traces = [], layout = base({});
+    var f = scale(d.spec), fmt = hoverFormat(d.spec), traces = [], layout = base({});
     var labels = [];
     d.families.forEach(function (fam) { fam.lines.forEach(function (l) { labels.push(l); }); });
     var colors = colorFor(labels), seen = {}, shownCount = 0, visible = {};
@@ -88,7 +104,7 @@
     d.families.forEach(function (fam, k) {
       var axes = axisNames(k);
       layout[axisKey("x", k)] = {title: {text: esc(fam.x_label) + " · " + esc(fam.name)}, gridcolor: "#eef1f4", zeroline: false};
-      layout[axisKey("y", k)] = {title: {text: k === 0 ? esc(d.metric) + unit(d.percent) : ""}, gridcolor: "#eef1f4", zeroline: false};
+      layout[axisKey("y", k)] = {title: {text: k === 0 ? esc(d.metric) + unit(d.spec) : ""}, gridcolor: "#eef1f4", zeroline: false};
       fam.lines.forEach(function (l) {
         var color = colors[l.label], vis = visible[l.label] ? true : "legendonly";
         var b = band(l.x, l.low.map(f), l.high.map(f), color, axes, l.label);
@@ -99,7 +115,7 @@
                      visible: vis, xaxis: axes[0], yaxis: axes[1],
                      line: {color: color, width: 2, dash: l.is_reference ? "dash" : "solid"},
                      marker: {size: 6, color: color},
-                     hovertemplate: esc(l.label) + " at %{x}: %{y:.4g}<extra></extra>"});
+                     hovertemplate: esc(l.label) + " at %{x}: %{y" + fmt + "}<extra></extra>"});
         seen[l.label] = true;
       });
     });
@@ -119,30 +135,38 @@
     var layout = base({height: 380, grid: {rows: 1, columns: names.length, pattern: "independent"},
                        legend: {orientation: "h", y: -0.22, font: {size: 11}}});
     layout.margin.b = 90;
+    // Panels wrap at three per row; each curve is drawn against its own declared x axis.
+    var columns = Math.min(names.length, 3), rows = Math.ceil(names.length / columns);
+    layout.grid = {rows: rows, columns: columns, pattern: "independent"};
+    layout.height = 320 * rows + 60;
     names.forEach(function (name, k) {
-      var axes = axisNames(k);
-      layout[axisKey("x", k)] = {title: {text: "epoch"}, gridcolor: "#eef1f4", zeroline: false};
-      layout[axisKey("y", k)] = {title: {text: esc(name)}, gridcolor: "#eef1f4", zeroline: false,
-                                 type: /grad_norm/.test(name) ? "log" : "linear"};
+      var axes = axisNames(k), spec = (d.specs || {})[name] || {label: name, x_label: "epoch"};
+      var f = scale(spec), fmt = hoverFormat(spec), xName = esc(spec.x_label || "epoch");
+      layout[axisKey("x", k)] = {title: {text: xName + (spec.x_unit ? " (" + esc(spec.x_unit) + ")" : "")},
+                                 gridcolor: "#eef1f4", zeroline: false};
+      layout[axisKey("y", k)] = {title: {text: esc(spec.label || name) + unit(spec)},
+                                 gridcolor: "#eef1f4", zeroline: false,
+                                 type: spec.log ? "log" : "linear",
+                                 exponentformat: "power", minorloglabels: "none"};
       labels.forEach(function (l) {
         var c = d.by_label[l.label].curves[name];
         if (!c) { return; }
         var color = colors[l.label];
-        var x = c.mean.map(function (_, i) { return i + 1; });
-        if (!l.is_reference) { traces.push(band(x, c.low, c.high, color, axes, l.label)); }
-        traces.push({x: x, y: c.mean, type: "scatter", mode: "lines", name: esc(l.label) + " mean",
+        var x = c.x || c.mean.map(function (_, i) { return i + 1; });
+        if (!l.is_reference) { traces.push(band(x, c.low.map(f), c.high.map(f), color, axes, l.label)); }
+        traces.push({x: x, y: c.mean.map(f), type: "scatter", mode: "lines", name: esc(l.label) + " mean",
                      legendgroup: l.label, showlegend: k === 0, xaxis: axes[0], yaxis: axes[1],
                      line: {color: color, width: 2, dash: l.is_reference ? "dash" : "solid"},
-                     hovertemplate: esc(l.label) + " epoch %{x}: %{y:.4g}<extra>" + esc(name) + "</extra>"});
+                     hovertemplate: esc(l.label) + " " + xName + " %{x}: %{y" + fmt + "}<extra>" + esc(spec.label || name) + "</extra>"});
         if (c.seeds) {
           Object.keys(c.seeds).forEach(function (seed) {
             var ys = c.seeds[seed];
-            traces.push({x: ys.map(function (_, i) { return i + 1; }), y: ys, type: "scatter",
+            traces.push({x: x.slice(0, ys.length), y: ys.map(f), type: "scatter",
                          mode: "lines", name: esc(l.label) + " seed " + seed, visible: "legendonly",
                          legendgroup: l.label + "/" + seed, showlegend: k === 0,
                          xaxis: axes[0], yaxis: axes[1], line: {color: color, width: 1},
                          opacity: 0.6,
-                         hovertemplate: "seed " + seed + " epoch %{x}: %{y:.4g}<extra></extra>"});
+                         hovertemplate: "seed " + seed + " " + xName + " %{x}: %{y" + fmt + "}<extra></extra>"});
           });
         }
       });
@@ -151,21 +175,37 @@
   };
 
   renderers.scatter = function (el, d) {
-    var colors = colorFor(d.series);
+    var colors = colorFor(d.series), fx = scale(d.x_spec), fy = scale(d.y_spec);
     var traces = d.series.map(function (s) {
-      return {x: s.x.map(scale(true)), y: s.y.map(scale(true)), text: s.text, type: "scatter",
+      return {x: s.x.map(fx), y: s.y.map(fy), text: s.text, type: "scatter",
               mode: "markers", name: esc(s.label),
               marker: {size: 8, color: colors[s.label], opacity: 0.8,
                        symbol: s.is_reference ? "circle-open" : "circle"},
-              hovertemplate: "%{text}: (%{x:.3g}, %{y:.3g})<extra>" + esc(s.label) + "</extra>"};
+              hovertemplate: "%{text}: (%{x" + hoverFormat(d.x_spec) + "}, %{y" + hoverFormat(d.y_spec) + "})<extra>" + esc(s.label) + "</extra>"};
     });
     Plotly.newPlot(el, traces, base({height: 380,
-      xaxis: {title: {text: esc(d.x_label) + " (%)"}, gridcolor: "#eef1f4"},
-      yaxis: {title: {text: esc(d.y_label) + " (%)"}, gridcolor: "#eef1f4"}}), CONFIG);
+      xaxis: {title: {text: esc(d.x_label) + unit(d.x_spec) + direction(d.x_spec)}, gridcolor: "#eef1f4"},
+      yaxis: {title: {text: esc(d.y_label) + unit(d.y_spec) + direction(d.y_spec)}, gridcolor: "#eef1f4"}}), CONFIG);
+  };
+
+  renderers.reliability = function (el, d) {
+    var colors = colorFor(d.series), traces = [{x: [0, 1], y: [0, 1], type: "scatter", mode: "lines",
+      name: "perfect calibration", line: {color: REF, width: 1, dash: "dot"}, hoverinfo: "skip"}];
+    d.series.forEach(function (s) {
+      var text = s.count.map(function (n) { return n === null ? "" : Math.round(n) + " samples"; });
+      traces.push({x: s.confidence, y: s.accuracy, text: text, type: "scatter", mode: "lines+markers",
+                   name: esc(s.label), line: {color: colors[s.label], width: 2,
+                                               dash: s.is_reference ? "dash" : "solid"},
+                   marker: {size: 7, color: colors[s.label]},
+                   hovertemplate: "confidence %{x:.3f}: accuracy %{y:.3f} (%{text})<extra>" + esc(s.label) + "</extra>"});
+    });
+    Plotly.newPlot(el, traces, base({height: 380,
+      xaxis: {title: {text: "mean confidence in the bin"}, range: [0, 1], gridcolor: "#eef1f4"},
+      yaxis: {title: {text: "accuracy in the bin"}, range: [0, 1], gridcolor: "#eef1f4"}}), CONFIG);
   };
 
   renderers.forest = function (el, d) {
-    var f = scale(d.percent), sign = d.higher_is_better ? 1 : -1;
+    var f = scale(d.headline_spec), sign = d.higher_is_better ? 1 : -1;
     var rows = d.rows.filter(function (r) { return r.diff; });
     var names = rows.map(function (r) { return r.variant; });
     var dots = {x: [], y: [], text: []};
@@ -188,7 +228,7 @@
     Plotly.newPlot(el, [seeds, mean], base({
       height: Math.max(260, 40 * names.length + 100),
       margin: {l: 120, r: 16, t: 16, b: 48},
-      xaxis: {title: {text: esc(d.a.label) + " − " + esc(d.b.label) + (d.percent ? " (pp)" : "")},
+      xaxis: {title: {text: esc(d.a.label) + " better than " + esc(d.b.label) + " by" + unit(d.headline_spec, true)},
               zeroline: true, zerolinecolor: "#1d232a", zerolinewidth: 1, gridcolor: "#eef1f4"},
       yaxis: {autorange: "reversed", automargin: true},
       legend: {orientation: "h", y: -0.2}}), CONFIG);

@@ -18,9 +18,9 @@
     var error = row.querySelector(".cell-error"), output = row.querySelector(".cell-output");
     setText(error, cell.error || "");
     error.hidden = !cell.error;
-    setText(output, cell.output || "");
-    output.hidden = !cell.output;
-    details.hidden = !(cell.error || cell.output);
+    setText(output, cell.captured || "");
+    output.hidden = !cell.captured;
+    details.hidden = !(cell.error || cell.captured);
   }
 
   function render(run) {

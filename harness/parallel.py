@@ -1,0 +1,154 @@
+"""Local runs over the machine's cores: one process per core, one cell group each at a time.
+
+A *group* is the cells of one objective that train together as one seed-batched run
+(some of a suite's variants × seeds). For the suites' small models, two one-thread
+processes each batching some members beat one two-thread process (``bench/dispatch.py``,
+``bench/seed_batching.py``), so ``harness run`` spreads its groups over worker processes
+as the Celery workers do. Workers train and judge; the parent stores (one writer).
+
+Workers are forked from a fork server that has torch imported, with one torch thread
+each, so numbers never depend on how many run at once. With one worker, or one group,
+everything runs in this process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from harness.suite import CellResult
+
+PRELOAD = ["torch", "numpy", "harness.train", "harness.registry"]
+
+
+@dataclass(frozen=True)
+class LocalGroup:
+    """Cells of one objective trained together: some variants × seeds of one suite version.
+
+    ``objective`` is what :func:`harness.objectives.loading.load_objective` takes (a file,
+    a built-in name, a dotted module); ``sandboxed`` trains it as the server's workers do.
+    """
+
+    objective: str
+    suite: str
+    suite_version: str
+    variants: tuple[str, ...]
+    seeds: tuple[int, ...]
+    overrides: tuple[tuple[str, Any], ...] = ()
+    sandboxed: bool = False
+
+    @property
+    def cells(self) -> int:
+        return len(self.variants) * len(self.seeds)
+
+
+def default_workers() -> int:
+    """One worker per core this process may use (``HARNESS_WORKERS`` overrides)."""
+    value = os.environ.get("HARNESS_WORKERS")
+    return max(1, int(value)) if value else len(os.sched_getaffinity(0))
+
+
+def threads_per_worker() -> int:
+    """Torch threads of each worker: 1 (``HARNESS_THREADS`` overrides): per-member loops
+    round differently with more threads, and processes beat threads here anyway."""
+    value = os.environ.get("HARNESS_THREADS")
+    return max(1, int(value)) if value else 1
+
+
+def run_groups(groups: list[LocalGroup], *, workers: int, options: Mapping[str, Any],
+               on_progress: Callable[[LocalGroup, float], None],
+               on_done: Callable[[LocalGroup, list[CellResult]], None]) -> None:
+    """Run every group; ``on_done`` (in this process, as each finishes) receives its results
+    and ``on_progress`` the cells done since the last call. Ctrl-C kills the workers: groups
+    already done stay done, the others are discarded whole."""
+    threads = threads_per_worker()
+    if workers <= 1 or len(groups) <= 1:
+        import torch
+
+        torch.set_num_threads(threads)
+        for group in groups:
+            on_done(group, run_group(group, options, lambda cells, g=group: on_progress(g, cells)))
+        return
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    messages = context.Queue()
+    pids: list[int] = []
+
+    def listen() -> None:
+        while (item := messages.get()) is not None:
+            kind, value, cells = item
+            if kind == "pid":
+                pids.append(value)
+            else:
+                on_progress(groups[value], cells)
+
+    listener = threading.Thread(target=listen, name="harness-progress", daemon=True)
+    listener.start()
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=context,
+                               initializer=_start_worker, initargs=(messages, threads))
+    try:
+        pending = {pool.submit(_worker_group, i, group, dict(options)): group
+                   for i, group in enumerate(groups)}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                on_done(pending.pop(future), future.result())
+        pool.shutdown()
+    except BaseException:
+        for pid in pids:  # an interrupted run leaves no worker training on
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        messages.put(None)
+        listener.join(timeout=5)
+
+
+def run_group(group: LocalGroup, options: Mapping[str, Any],
+              progress: Callable[[float], None]) -> list[CellResult]:
+    """Train and judge one group here: in-process, or in the sandbox for ``sandboxed``."""
+    from harness.objectives.loading import load_objective
+    from harness.registry import suite_at
+
+    suite = suite_at(group.suite, group.suite_version)
+    objective = load_objective(group.objective, dict(group.overrides) or None)
+    if group.sandboxed:
+        from pathlib import Path
+
+        from harness.sandbox import run_cells_sandboxed
+
+        results = run_cells_sandboxed(
+            suite, objective.source, Path(objective.path).name or "objective.py",
+            dict(objective.hyperparameters), list(group.variants), list(group.seeds),
+            threads=threads_per_worker(), device=options.get("device", "cpu"),
+            data_root=options.get("data_root"))
+        progress(group.cells)
+        return results
+    return suite.run_cells(objective, list(group.variants), list(group.seeds),
+                           progress=progress, **options)
+
+
+_MESSAGES: Any = None
+
+
+def _start_worker(messages: Any, threads: int) -> None:
+    import torch
+
+    global _MESSAGES
+    _MESSAGES = messages
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
+    torch.set_num_threads(threads)
+    messages.put(("pid", os.getpid(), 0))
+
+
+def _worker_group(index: int, group: LocalGroup, options: dict[str, Any]) -> list[CellResult]:
+    return run_group(group, options, lambda cells: _MESSAGES.put(("progress", index, cells)))

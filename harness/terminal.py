@@ -1,0 +1,86 @@
+"""Terminal rendering (rich): the progress bar and the per-variant result tables."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+from collections.abc import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness.suite import MetricSpec, Suite
+from harness.tables import TableRow
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, quiet: bool = False) -> Iterator[Callable[[str], Callable]]:
+    """Yields ``advance(label)``, which returns the callback a suite calls with cell fractions."""
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, disable=quiet or total == 0,
+                  transient=False) as progress:
+        task = progress.add_task("cells", total=total)
+
+        def advance(label: str) -> Callable[[float], None]:
+            progress.update(task, description=label)
+            return lambda cells: progress.advance(task, cells)
+
+        yield advance
+        progress.update(task, description="done", completed=total)
+
+
+def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[TableRow]],
+                  secondary: tuple[str, ...]) -> None:
+    """One table per variant, numbers in each metric's unit; the difference with the
+    reference is an improvement (positive = better, whatever the metric's direction)."""
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    head = suite.headline_metric
+    unit = " (pp)" if head.percent else ""
+    for v in variants:
+        table = Table(title=f"{suite.name} v{suite.version} · {v} · {head.label} "
+                            f"({head.better} is better)",
+                      title_justify="left", header_style="bold", caption_justify="left")
+        table.add_column("objective")
+        table.add_column("mean [95% CI]", justify="right")
+        table.add_column("IQM", justify="right")
+        table.add_column("seeds", justify="right")
+        table.add_column("div", justify="right")
+        table.add_column(f"P(>{suite.reference})", justify="right")
+        table.add_column(f"better than {suite.reference}{unit} [95% CI]", justify="right")
+        for m in secondary:
+            table.add_column(suite.metric(m).header, justify="right")
+        for r in tables[v]:
+            table.add_row(*_cells(r, head, [suite.metric(m) for m in secondary]))
+        console.print(table)
+    notes = ["★ tied with the best (paired-bootstrap 95% CI of the difference includes 0)",
+             f"~ not distinguishable from {suite.reference} (same test)",
+             f"P(>{suite.reference}) = probability of improvement over paired seeds",
+             f"better than {suite.reference}: mean paired improvement (negative = worse)",
+             "div = diverged seeds (excluded from the mean)"]
+    notes += [f"{suite.metric(m).header} = {suite.metric(m).label} "
+              f"({suite.metric(m).better} is better)" if suite.metric(m).better != "neither"
+              else f"{suite.metric(m).header} = {suite.metric(m).label}" for m in secondary]
+    console.print("\n".join(notes), highlight=False)
+
+
+def _cells(r: TableRow, head: MetricSpec, secondary: list[MetricSpec]) -> list[str]:
+    s = r.summary
+    name = ("★ " if r.tied_with_best else "  ") + r.objective
+    if r.is_reference:
+        name += " (ref)"
+    mean = f"{head.format(s.mean)} [{head.format(s.ci_low)}, {head.format(s.ci_high)}]" \
+        if s.n else "—"
+    prob, delta = "", ""
+    if r.vs_reference is not None:
+        c = r.vs_reference
+        mark = "" if c.distinguishable else "~"
+        prob = f"{mark}{c.prob_improvement:.2f}"
+        delta = f"{head.format_delta(c.mean_diff)} [{head.format_delta(c.diff_ci_low)}, " \
+                f"{head.format_delta(c.diff_ci_high)}]"
+    failed = f" ({r.failed} failed)" if r.failed else ""
+    return [name, mean, head.format(s.iqm) if s.n else "—", f"{r.seeds}{failed}",
+            str(r.diverged), prob, delta] + [m.format(r.secondary.get(m.name, math.nan))
+                                             for m in secondary]

@@ -1,0 +1,207 @@
+"""Cells trained together, and one worker's go at them.
+
+A :class:`Group` is one objective version and suite version, some variants × seeds, so
+that the suite seed-batches them. A :class:`GroupRun` claims the group's cells
+(:func:`webapp.storage.claim`), trains them while beating their heartbeat, and stores
+them through :func:`webapp.storage.store_results`, every write fenced by the claim.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db.models import Q
+
+from harness.registry import suite_at
+from harness.suite import CellResult, Suite
+from webapp import storage
+from webapp.execution.database import DB_ERRORS, retry_db
+from webapp.execution.heartbeat import Heartbeat
+from webapp.execution.placement import device_for, torch_threads
+from webapp.models import Cell, ObjectiveVersion
+
+log = logging.getLogger(__name__)
+
+INTERNAL_ERROR = ("internal error while running this cell (not caused by the objective); "
+                  "it has been logged")
+
+
+class InfrastructureError(Exception):
+    """A failure outside the objective that may pass (the sandbox could not start, ...):
+    the Celery task retries it; the objective's own failures are results, never this."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """Cells trained together: one objective version and suite (version), variants × seeds.
+
+    A Celery task takes one variant's seeds (the unit spread over workers); the thread
+    runner batches every variant that shares the seeds into one run.
+    """
+
+    version_id: int
+    suite: str
+    suite_version: str
+    variants: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    def cells(self) -> Q:
+        return Q(version_id=self.version_id, suite=self.suite, suite_version=self.suite_version,
+                 variant__in=list(self.variants), seed__in=list(self.seeds))
+
+
+def groups(cells, *, per_variant: bool = True) -> list[Group]:
+    """Groups covering ``cells`` (a queryset), in a stable order: one per variant, or with
+    ``per_variant=False`` one per set of variants sharing the same seeds."""
+    by_variant: dict[tuple[int, str, str, str], list[int]] = {}
+    for version_id, suite, suite_version, variant, seed in cells.order_by(
+            "version_id", "suite", "suite_version", "variant", "seed").values_list(
+            "version_id", "suite", "suite_version", "variant", "seed"):
+        by_variant.setdefault((version_id, suite, suite_version, variant), []).append(seed)
+    merged: dict[tuple, list[str]] = {}
+    for (version_id, suite, suite_version, variant), seeds in by_variant.items():
+        seeds_key = tuple(sorted(set(seeds)))
+        key = (version_id, suite, suite_version, variant if per_variant else None, seeds_key)
+        merged.setdefault(key, []).append(variant)
+    return [Group(version_id, suite, suite_version, tuple(variants), seeds)
+            for (version_id, suite, suite_version, _, seeds), variants in merged.items()]
+
+
+class GroupRun:
+    """One worker's go at a group: claim it, train it with heartbeats, store it.
+
+    Every write after the claim is fenced by it (see :mod:`webapp.storage`), so a worker
+    that lost its cells (the reaper gave them away) can no longer write them.
+    """
+
+    def __init__(self, group: Group, worker: str, held: Mapping[int, int] | None = None):
+        self.group, self.worker = group, worker
+        self.claimed: storage.Claim = {int(k): int(v) for k, v in (held or {}).items()}
+        self._version: ObjectiveVersion | None = None
+        self._suite: Suite | None = None
+
+    @property
+    def version(self) -> ObjectiveVersion:
+        if self._version is None:
+            self._version = ObjectiveVersion.objects.select_related("objective").get(
+                pk=self.group.version_id)
+        return self._version
+
+    @property
+    def suite(self) -> Suite:
+        if self._suite is None:
+            self._suite = suite_at(self.group.suite, self.group.suite_version)
+        return self._suite
+
+    def claim(self) -> bool:
+        """Take the group's cells that nobody else holds; False when there are none."""
+        ids = list(Cell.objects.filter(self.group.cells()).values_list("pk", flat=True))
+        self.claimed = storage.claim(ids, worker=self.worker, held_claim=self.claimed)
+        return bool(self.claimed)
+
+    def members(self) -> tuple[list[str], list[int]]:
+        """The claimed cells' variants and seeds (all of the group's unless some were
+        finished or held elsewhere; cells not claimed are trained but not stored)."""
+        pairs = list(Cell.objects.filter(pk__in=list(self.claimed)).values_list(
+            "variant", "seed"))
+        return sorted({v for v, _ in pairs}), sorted({s for _, s in pairs})
+
+    def execute(self, *, device: str | None = None) -> list[CellResult]:
+        """Train and judge the claimed cells while beating their heartbeat."""
+        variants, seeds = self.members()
+        version = self.version
+        device = device or device_for(self.suite, variants)
+        with Heartbeat(self.claimed) as beat:
+            if version.objective.is_builtin:  # trusted baselines: in this process
+                beat.start_thread()
+                with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
+                    objective = load_stored(version, Path(tmp))
+                    options = {} if device == "cpu" else {"device": device}
+                    results = self.suite.run_cells(objective, variants, seeds, **options)
+                    for r in results:
+                        r.error = scrub_paths(scrub_paths(r.error, Path(tmp).resolve()), tmp)
+            else:
+                results = _sandboxed(self.suite, version, variants, seeds, device, beat.beat)
+        return results
+
+    def store(self, results: list[CellResult], device: str | None = None) -> int:
+        """Store the results into the cells still held; database blips are retried here,
+        so a few seconds of a restarting database do not throw the training away."""
+        from harness.environment import environment
+
+        env = environment(device or device_for(self.suite, list(self.group.variants)))
+        return retry_db(lambda: storage.store_results(self.version, self.suite, results, env,
+                                                      claim=self.claimed))
+
+    def end(self, status: str, reason: str, error: str) -> int:
+        """End the held cells without results (time limit, infrastructure)."""
+        return storage.finish(storage.held(self.claimed), status, reason, error)
+
+    def fail(self, exc: BaseException) -> None:
+        """Fail the held cells for an exception raised outside the objective's training."""
+        reason, message = failure(exc)
+        try:
+            self.end(Cell.FAILED, reason, message)
+        except DB_ERRORS:
+            log.exception("could not mark cells of %s failed; the reaper will requeue them",
+                          self.group)
+
+    def release(self) -> list[int]:
+        return storage.release(storage.held(self.claimed))
+
+
+def _sandboxed(suite: Suite, version: ObjectiveVersion, variants: list[str], seeds: list[int],
+               device: str, heartbeat: Callable[[], None]) -> list[CellResult]:
+    """A submitted objective's cells, trained in the sandbox and judged here."""
+    try:
+        from harness.sandbox import run_cells_sandboxed
+    except ImportError as exc:
+        raise InfrastructureError("the sandbox is not available on this worker") from exc
+    try:
+        return run_cells_sandboxed(suite, version.code, code_filename(version.objective.slug),
+                                   dict(version.hyperparameters), variants, seeds,
+                                   threads=torch_threads(), device=device, heartbeat=heartbeat)
+    except DB_ERRORS:
+        raise  # the heartbeat's database, retried as such
+    except Exception as exc:
+        if type(exc).__name__ == "SoftTimeLimitExceeded":
+            raise  # the worker's time limit, not the sandbox's failure
+        raise InfrastructureError(f"the sandbox failed: {type(exc).__name__}: {exc}") from exc
+
+
+def failure(exc: BaseException) -> tuple[str, str]:
+    """(reason, message) for an exception outside the objective's training."""
+    from harness.objectives.loading import ObjectiveError
+
+    if isinstance(exc, ObjectiveError):
+        return "objective", exc.message
+    if isinstance(exc, LookupError) and "no longer available" in str(exc):
+        return "infrastructure", str(exc)
+    return "infrastructure", INTERNAL_ERROR
+
+
+def load_stored(version: ObjectiveVersion, directory: Path):
+    """The stored code loaded from a private file, with the stored hyperparameters."""
+    from harness.objectives.loading import load_objective
+
+    path = directory / code_filename(version.objective.slug)
+    path.write_text(version.code, encoding="utf-8")
+    return load_objective(str(path), version.hyperparameters)
+
+
+def code_filename(slug: str) -> str:
+    """A module-safe file name for an objective's code: ``my-loss`` → ``my_loss.py``."""
+    stem = re.sub(r"\W+", "_", slug).strip("_") or "objective"
+    return f"{'_' if stem[0].isdigit() else ''}{stem}.py"
+
+
+def scrub_paths(text: str, directory: str | Path) -> str:
+    """Messages name the user's file, never the server's temporary directory."""
+    return text.replace(str(directory).rstrip("/") + "/", "") if text else text
+
+

@@ -1,0 +1,71 @@
+"""Keeping a claim alive while its cells train."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+
+from django.conf import settings
+from django.db import connection
+
+from webapp import storage
+from webapp.execution.database import DB_ERRORS, refresh_connection
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    """Keeps ``heartbeat_at`` of the claimed cells fresh while they train.
+
+    ``beat()`` may be called as often as one likes (the sandbox calls it every few
+    seconds); it writes at most once per ``HARNESS_HEARTBEAT_INTERVAL``. In-process runs
+    start a thread that beats. A failing database only skips beats: the reaper decides
+    staleness, and the fenced writes make a lost claim harmless.
+    """
+
+    def __init__(self, claim: Mapping[int, int]):
+        self.claim = dict(claim)
+        self.interval = float(settings.HARNESS_HEARTBEAT_INTERVAL)
+        self.last = time.monotonic()  # the claim itself just set heartbeat_at
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def beat(self) -> None:
+        with self._lock:
+            if time.monotonic() - self.last < self.interval:
+                return
+            self.last = time.monotonic()
+        try:
+            refresh_connection()
+            if storage.heartbeat(self.claim) == 0 and not self.lost:
+                self.lost = True
+                log.warning("cells %s are no longer held by this worker", sorted(self.claim))
+        except DB_ERRORS:
+            log.warning("heartbeat not written (database unavailable)")
+            connection.close()
+
+    def start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="harness-heartbeat",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.wait(min(self.interval, 1.0)):
+                self.beat()
+        finally:
+            connection.close()  # this thread's own connection
+
+    def __enter__(self) -> Heartbeat:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+

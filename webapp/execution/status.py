@@ -1,0 +1,111 @@
+"""What the run status page and ``status.json`` show of a submission's cells."""
+
+from __future__ import annotations
+
+from harness.registry import get_suite
+from harness.suite import REASONS, Suite
+from webapp.models import Cell, Submission
+
+STATUS_LABELS = {Cell.QUEUED: "queued", Cell.RUNNING: "running", Cell.OK: "done",
+                 Cell.DIVERGED: "diverged", Cell.FAILED: "failed", Cell.TIMEOUT: "timeout",
+                 Cell.KILLED: "killed"}
+# What a cell that ended without metrics says, before its typed reason.
+STATUS_WORDS = {Cell.FAILED: "failed while running", Cell.TIMEOUT: "timed out",
+                Cell.KILLED: "killed by the sandbox"}
+OWNER_ONLY = "details are shown to the objective's owner only"
+CAPTURED_SHOWN = 4_000  # characters of captured output on the page (the tail: the last words)
+
+
+def run_state(submission: Submission, viewer) -> dict:
+    """A submission's cells and counts as plain data (the page and status.json share it).
+
+    Results, states, typed reasons, attempts and workers are public; the error text and
+    the captured output (they can quote the code) are the owner's: ``None`` for others.
+    """
+    from django.urls import reverse
+
+    from webapp.models import Metric
+
+    owner = viewer.is_authenticated and viewer.pk == submission.owner_id
+    cells = list(submission.cells.order_by("suite", "variant", "seed"))
+    headlines = {name: _suite_or_none(name) for name in {c.suite for c in cells}}
+    values = dict(((cell_id, name), value) for cell_id, name, value in
+                  Metric.objects.filter(cell__in=cells, name__in={
+                      s.headline for s in headlines.values() if s}).values_list(
+                      "cell_id", "name", "value"))
+    counts = {label: 0 for label in STATUS_LABELS}
+    rows = []
+    for c in cells:
+        counts[c.status] += 1
+        suite = headlines[c.suite]
+        value = values.get((c.pk, suite.headline)) if suite else None
+        details = bool(c.error or c.captured)
+        rows.append({
+            "id": c.pk, "suite": c.suite, "suite_version": c.suite_version,
+            "variant": c.variant, "seed": c.seed, "status": c.status,
+            "label": STATUS_LABELS[c.status], "reason": reason_text(c, owner),
+            "reason_code": c.reason or None,
+            "attempts": c.attempts, "worker": c.worker or None,
+            "error": (c.error or None) if owner else None,
+            "captured": _tail(c.captured) if owner else None,
+            "has_details": details,
+            "headline": None if value is None else {
+                "metric": suite.headline, "value": value,
+                "text": _metric_text(suite, value)},
+            "wall_time": c.wall_time,
+        })
+    objective = submission.version.objective
+    finished = all(c.status in Cell.FINISHED for c in cells)
+    return {
+        "submission": submission.pk,
+        "objective": {"name": objective.name, "slug": objective.slug,
+                      "label": submission.version.label,
+                      "url": reverse("objective", args=[objective.slug])},
+        "is_owner": owner,
+        "finished": finished,
+        "total": len(cells),
+        "counts": counts,
+        "suites": [{"name": name, "url": reverse("suite", args=[name])}
+                   for name in submission.suites],
+        "cells": rows,
+    }
+
+
+def reason_text(cell: Cell, owner: bool = False) -> str:
+    """Why a cell is where it is, in words; for others than the owner, never the error."""
+    if cell.status == Cell.DIVERGED:
+        step = "" if cell.diverged_step is None else f" at step {cell.diverged_step}"
+        return f"non-finite loss{step}"
+    if cell.status == Cell.QUEUED and cell.attempts:
+        return f"waiting to run again (attempt {cell.attempts + 1})"
+    if cell.status not in STATUS_WORDS:
+        return ""
+    words = STATUS_WORDS[cell.status]
+    if cell.reason in REASONS:
+        words = f"{words}: {REASONS[cell.reason]}"
+    if not owner and (cell.error or cell.captured):
+        words = f"{words} ({OWNER_ONLY})"
+    return words
+
+
+def _tail(captured: str) -> str | None:
+    if not captured:
+        return None
+    if len(captured) <= CAPTURED_SHOWN:
+        return captured
+    return f"[… {len(captured) - CAPTURED_SHOWN} earlier characters not shown]\n" + (
+        captured[-CAPTURED_SHOWN:])
+
+
+def _metric_text(suite: Suite, value: float) -> str:
+    spec = suite.headline_metric
+    return spec.format(value) + ("%" if spec.percent else "")
+
+
+def _suite_or_none(name: str) -> Suite | None:
+    try:
+        return get_suite(name)
+    except KeyError:
+        return None
+
+

@@ -1,0 +1,35 @@
+"""Every leaderboard table and plot the pages, the exports and the JSON API show.
+
+Payloads are plain JSON-serializable dicts (NaN becomes ``None``), computed from the
+suites' declarations (:mod:`harness.suite`) and cached (:mod:`~webapp.leaderboard.cache`):
+
+- :mod:`~webapp.leaderboard.tables`: per-variant tables, per-suite summaries, the ranked
+  home table, exports;
+- :mod:`~webapp.leaderboard.profiles`: an objective across suites, and two compared;
+- :mod:`~webapp.leaderboard.plots`: strip, family, curve, scatter and reliability data;
+- :mod:`~webapp.leaderboard.pages`: the suite page's view;
+- :mod:`~webapp.leaderboard.lookup`: names the pages use, :class:`NotFound`.
+"""
+
+from webapp.leaderboard.lookup import KINDS, NotFound
+from webapp.leaderboard.pages import suite_page
+from webapp.leaderboard.plots import family_plot, family_series, strip_plot, variant_axis
+from webapp.leaderboard.profiles import (
+    compare,
+    objective_choices,
+    objective_profile,
+    objective_suites,
+)
+from webapp.leaderboard.tables import (
+    RANK_METHOD,
+    export_tables,
+    home_table,
+    suite_summary,
+    variant_table,
+    visible_rows,
+)
+
+__all__ = ["KINDS", "RANK_METHOD", "NotFound", "compare", "export_tables", "family_plot",
+           "family_series", "home_table", "objective_choices", "objective_profile",
+           "objective_suites", "strip_plot", "suite_page", "suite_summary", "variant_axis",
+           "variant_table", "visible_rows"]

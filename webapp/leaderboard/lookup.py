@@ -1,0 +1,64 @@
+"""Suites, variants and filters as the pages name them; unknown ones are :class:`NotFound`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from harness.registry import get_suite, suite_names
+from harness.suite import Suite, Variant
+
+KINDS = ("all", "builtin", "submitted")
+
+
+class NotFound(KeyError):
+    """An unknown suite, variant or objective (pages answer 404)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
+
+
+def suite_of(suite: Suite | str) -> Suite:
+    if isinstance(suite, Suite):
+        return suite
+    try:
+        return get_suite(suite)
+    except KeyError:
+        raise NotFound(f"no suite {suite!r} (suites: {', '.join(suite_names())})") from None
+
+
+def variant_of(suite: Suite, name: str) -> Variant:
+    try:
+        return suite.variant(name)
+    except KeyError:
+        raise NotFound(f"suite {suite.name!r} has no variant {name!r}") from None
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise NotFound(f"unknown filter {kind!r} (one of {', '.join(KINDS)})")
+
+
+def suite_meta(suite: Suite) -> dict:
+    """What every page needs to show a suite's numbers: its metrics with their direction,
+    unit and format, its curves and plots, as declared by the suite."""
+    headline = suite.headline_metric
+    anchors = suite.headline_anchors
+    return {"suite": suite.name, "suite_version": suite.version,
+            "description": suite.description, "headline": headline.name,
+            "headline_label": headline.label, "headline_short": headline.header,
+            "higher_is_better": headline.higher_is_better, "better": headline.better,
+            "percent": headline.percent, "headline_spec": headline.to_json(),
+            "anchors": [anchors.worst, anchors.best],
+            "metric_specs": [m.to_json() for m in suite.metrics],
+            "curve_specs": [c.to_json() for c in suite.curves]}
+
+
+def is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def rounded(a: np.ndarray) -> list[float | None]:
+    return [float(f"{x:.6g}") if math.isfinite(x) else None for x in np.asarray(a, float)]

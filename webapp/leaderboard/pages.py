@@ -1,0 +1,47 @@
+"""The suite page's payload: a variant's table reduced to what is shown, and its plots."""
+
+from __future__ import annotations
+
+from harness.suite import Suite
+from webapp.leaderboard import cache, plots
+from webapp.leaderboard.lookup import check_kind, suite_meta, suite_of, variant_of
+from webapp.leaderboard.tables import variant_tables_cached, visible_rows
+
+
+def suite_page(suite: Suite | str, variant: str | None = None, *, kind: str = "all",
+               limit: int | None = None) -> dict:
+    """What the suite page shows, from one fingerprint query and one cache read: suite
+    metadata, the variants with their cell counts, the chosen variant (default: the first
+    default variant with results), its table reduced to :func:`visible_rows` (``rows``;
+    ``total_rows`` counts all), the strip-plot and family-plot data of those rows.
+
+    The reduced view is cached per (variant, kind, limit) on the suite's fingerprint; on a
+    miss it is cut from the cached full table and family series.
+    """
+    suite = suite_of(suite)
+    check_kind(kind)
+    suite_fp, per_variant = cache.suite_fingerprints(suite)
+    variants = [{"name": v.name, "description": v.description, "default": v.default,
+                 "cells": int(per_variant.get(v.name, cache.EMPTY).split(":")[0])}
+                for v in suite.variants]
+    if variant is None:
+        with_results = [v["name"] for v in variants if v["cells"]]
+        defaults = [v for v in suite.default_variants if v in with_results]
+        variant = (defaults or with_results or [suite.variants[0].name])[0]
+    variant_of(suite, variant)
+    key = cache.key("suite-page", suite.name, suite.version, variant, kind, limit)
+    view = cache.cached([(key, suite_fp,
+                          lambda: _build_view(suite, variant, per_variant, kind, limit))])[0]
+    return {"suite": suite_meta(suite), "variants": variants, "variant": variant, **view}
+
+
+def _build_view(suite: Suite, variant: str, per_variant: dict[str, str], kind: str,
+                limit: int | None) -> dict:
+    table = variant_tables_cached(suite, [variant], per_variant)[variant]
+    rows = visible_rows(table["rows"], kind=kind, limit=limit)
+    series = plots.build_series(suite, rows)
+    return {"table": {**table, "rows": rows}, "total_rows": len(table["rows"]),
+            "axis": series["axis"], "strip": plots.strip_plot(table, rows),
+            "family": plots.family_plot(series, [r["objective"] for r in rows],
+                                        metric=table["headline_label"],
+                                        spec=table["headline_spec"])}

@@ -1,0 +1,295 @@
+"""Plot data for the pages, shaped from the suite's declarations (``webapp/static/webapp/
+plots.js`` draws it): every value stays in its metric's unit and every axis is labelled by
+what the suite declared (``Suite.curves``, ``scatters``, ``reliability``, ``variant_axis``).
+
+- strip: per-seed headline values of a variant's objectives;
+- family: the headline across a family of variants (same config but the declared numeric
+  key: noise rate, ε), mean with a CI band;
+- curves: each stored per-seed curve against its own x axis (epochs, an ε grid, …), mean
+  with a ±1 s.d. band;
+- scatter: per-seed pairs of two metrics;
+- reliability: a reliability diagram from three per-seed curves over confidence bins.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from harness import stats
+from harness.suite import Suite
+from webapp import storage
+from webapp.leaderboard import cache
+from webapp.leaderboard.lookup import is_number, rounded, suite_of
+from webapp.leaderboard.tables import headline_values, table_versions
+from webapp.models import Cell, Curve, Metric, Objective
+
+# --- the headline across variants -------------------------------------------------------
+
+
+def variant_axis(suite: Suite) -> dict | None:
+    """How variants line up on the suite's declared axis: {"x_key", "x_label", "families":
+    [{"name", "variants", "x", "default"}]}; None without a declared axis.
+
+    Families are variants with equal config apart from the x key; an x = 0 variant whose
+    config differs from a family's in exactly one other key (``clean`` vs ``symmetric``)
+    is that family's x = 0 point. Families need two points.
+    """
+    declared = suite.variant_axis
+    if declared is None:
+        return None
+    key = declared.key
+    points = [v for v in suite.variants if is_number(v.config.get(key))]
+    rest = {v.name: {k: str(x) for k, x in v.config.items() if k != key} for v in points}
+    groups: dict[tuple, list] = {}
+    for v in points:
+        groups.setdefault(tuple(sorted(rest[v.name].items())), []).append(v)
+    zeros = [v for v in points if float(v.config[key]) == 0
+             and len(groups[tuple(sorted(rest[v.name].items()))]) == 1]
+    for z in zeros:
+        for config, members in groups.items():
+            other = dict(config)
+            if z not in members and other.keys() == rest[z.name].keys() and sum(
+                    other[k] != rest[z.name][k] for k in other) == 1:
+                members.append(z)
+    varying = {k for config in groups for k, _ in config
+               if len({dict(c).get(k) for c in groups}) > 1}
+    families = []
+    for config, members in groups.items():
+        if len(members) < 2:
+            continue
+        members = sorted(members, key=lambda v: float(v.config[key]))
+        name = "/".join(x for k, x in config if k in varying) or suite.name
+        families.append({"name": name, "variants": [m.name for m in members],
+                         "x": [float(m.config[key]) for m in members],
+                         "default": all(m.default for m in members)})
+    if not families:
+        return None
+    label = declared.label + (f" ({declared.unit})" if declared.unit else "")
+    return {"x_key": key, "x_label": label, "families": families}
+
+
+def family_series(suite: Suite | str) -> dict:
+    """Headline mean and CI per objective across the variants of each family, cached."""
+    suite = suite_of(suite)
+    suite_fp, _ = cache.suite_fingerprints(suite)
+    return cache.cached([(cache.key("series", suite.name, suite.version), suite_fp,
+                          lambda: build_series(suite))])[0]
+
+
+def build_series(suite: Suite, rows: list[dict] | None = None) -> dict:
+    """Family-plot points {label: {variant: [mean, ci_low, ci_high]}} computed directly
+    from per-seed values with ``stats.summarize`` (the numbers of the variant tables),
+    for ``rows`` (dicts with version_id, objective, slug, is_builtin, is_reference) or
+    for every objective version of the suite."""
+    axis = variant_axis(suite)
+    if axis is None:
+        return {"axis": None, "series": {}}
+    if rows is None:
+        versions, ref = table_versions(suite)
+        labels = storage.version_labels(versions)
+        rows = [{"version_id": v.pk, "objective": labels[v.pk], "slug": v.objective.slug,
+                 "is_builtin": v.objective.is_builtin,
+                 "is_reference": ref is not None and v.pk == ref.pk} for v in versions]
+    names = list(dict.fromkeys(v for f in axis["families"] for v in f["variants"]))
+    values = headline_values(suite, [r["version_id"] for r in rows], names)
+    series: dict[str, dict] = {}
+    for r in rows:
+        points = {}
+        for name in names:
+            x = values.get(r["version_id"], {}).get(name)
+            if x:
+                summary = stats.summarize(list(x.values()))
+                points[name] = [summary.mean, summary.ci_low, summary.ci_high]
+        if points:
+            series[r["objective"]] = {"slug": r["slug"], "is_builtin": r["is_builtin"],
+                                      "is_reference": r["is_reference"], "points": points}
+    return {"axis": axis, "series": series}
+
+
+def family_plot(series: dict, labels: Iterable[str], *, metric: str, spec: dict) -> dict:
+    """Line-plot data per variant family: per objective, x and mean with CI band."""
+    axis = series.get("axis")
+    if not axis:
+        return {"families": []}
+    labels = [x for x in labels if x in series["series"]]
+    families = []
+    for fam in axis["families"]:
+        lines = []
+        for label in labels:
+            s = series["series"][label]
+            pts = [(x, s["points"].get(v)) for v, x in zip(fam["variants"], fam["x"],
+                                                            strict=True)]
+            pts = [(x, p) for x, p in pts if p is not None and p[0] is not None]
+            if len(pts) >= 2:
+                lines.append({"label": label, "is_reference": s["is_reference"],
+                              "x": [x for x, _ in pts], "mean": [p[0] for _, p in pts],
+                              "low": [p[1] for _, p in pts], "high": [p[2] for _, p in pts]})
+        if lines:
+            families.append({"name": fam["name"], "x_label": axis["x_label"],
+                             "lines": lines})
+    return {"metric": metric, "spec": spec, "families": families}
+
+
+def strip_plot(table: dict, rows: list[dict]) -> dict:
+    """Per-seed headline values of ``rows`` (best first) for a strip/box plot."""
+    return {"metric": table["headline_label"], "spec": table["headline_spec"],
+            "variant": table["variant"],
+            "objectives": [{"label": r["objective"], "values": list(r["values"].values()),
+                            "seeds": [int(k) for k in r["values"]],
+                            "is_reference": r["is_reference"],
+                            "tied_with_best": r["tied_with_best"]} for r in rows if r["seeds"]]}
+
+
+# --- per-seed metric pairs and the reliability diagram ----------------------------------
+
+
+def scatter(suite: Suite, obj: Objective, variants: list[str]) -> list[dict]:
+    """Per-seed (x, y) metric pairs of this objective and the reference, per declared plot."""
+    plots = []
+    for spec in suite.scatters:
+        x, y = spec.x, spec.y
+        points: dict[tuple[str, str, str, int], dict[str, float]] = {}
+        ref_slug = suite.reference
+        for slug, label, variant, seed, name, value in Metric.objects.filter(
+                name__in=[x, y], cell__suite=suite.name, cell__suite_version=suite.version,
+                cell__status=Cell.OK, cell__variant__in=variants,
+                cell__version__objective__slug__in=[obj.slug, ref_slug],
+        ).values_list("cell__version__objective__slug", "cell__version__label",
+                      "cell__variant", "cell__seed", "name", "value"):
+            points.setdefault((slug, label, variant, seed), {})[name] = value
+        series: dict[str, dict] = {}
+        for (slug, label, variant, seed), m in sorted(points.items()):
+            if x in m and y in m:
+                s = series.setdefault(label, {"label": label, "is_reference": slug == ref_slug
+                                              and slug != obj.slug, "x": [], "y": [], "text": []})
+                s["x"].append(m[x])
+                s["y"].append(m[y])
+                s["text"].append(f"{variant} seed {seed}")
+        if series:
+            plots.append({"x": x, "y": y, "x_label": suite.metric(x).label,
+                          "y_label": suite.metric(y).label,
+                          "x_spec": suite.metric(x).to_json(), "y_spec": suite.metric(y).to_json(),
+                          "series": list(series.values())})
+    return plots
+
+
+def reliability(suite: Suite, curves: dict) -> dict | None:
+    """A reliability diagram of one variant's curves payload (:func:`build_curves`): per
+    version label, per confidence bin, the mean over seeds of the bin's confidence and
+    accuracy, and the samples in it summed over seeds."""
+    spec = suite.reliability
+    if spec is None or not curves:
+        return None
+    out = []
+    for label, entry in curves.get("by_label", {}).items():
+        c = entry["curves"]
+        if not all(n in c for n in (spec.confidence, spec.accuracy, spec.count)):
+            continue
+        out.append({"label": label, "is_reference": entry["is_reference"],
+                    "confidence": c[spec.confidence]["mean"],
+                    "accuracy": c[spec.accuracy]["mean"],
+                    "count": [None if m is None else m * n for m, n in zip(
+                        c[spec.count]["mean"], c[spec.count]["n"], strict=True)]})
+    if not out:
+        return None
+    return {"label": spec.label, "variant": curves.get("variant"), "series": out}
+
+
+# --- per-seed curves --------------------------------------------------------------------
+
+
+def profile_curves(obj: Objective, suites: list[Suite], numbers: dict,
+                   fps: dict[tuple[str, str], str],
+                   wanted: str | Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """{suite: {variant: curves}} for the requested variants, cached per (objective,
+    suite, variant) with the suite's and the objective's own cell fingerprints."""
+    from django.db.models import Count, Max
+
+    own = {(a["suite"], a["suite_version"], a["variant"]):
+           cache.fingerprint(a["n"], a["top"], a["last"])
+           for a in Cell.objects.filter(version__objective=obj, status__in=Cell.FINISHED)
+           .values("suite", "suite_version", "variant").order_by()
+           .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at"))}
+    by_name = {s.name: s for s in suites}
+    items, where = [], []
+    for entry in numbers["suites"]:
+        suite = by_name[entry["suite"]]
+        if wanted == "all":
+            variants = entry["variants"]
+        else:
+            choice = wanted.get(suite.name) if isinstance(wanted, Mapping) else None
+            variants = [choice if choice in entry["variants"] else entry["variants"][0]]
+        for variant in variants:
+            fp = cache.combine([fps.get((suite.name, suite.version), cache.EMPTY),
+                                own.get((suite.name, suite.version, variant), cache.EMPTY)])
+            key = cache.key("curves", obj.pk, suite.name, suite.version, variant)
+            items.append((key, fp, (lambda s=suite, v=variant: build_curves(obj, s, v))))
+            where.append((suite.name, variant))
+    out: dict[str, dict[str, Any]] = {}
+    for (suite_name, variant), payload in zip(where, cache.cached(items), strict=True):
+        out.setdefault(suite_name, {})[variant] = payload
+    return out
+
+
+def build_curves(obj: Objective, suite: Suite, variant: str) -> dict:
+    """Per version label and declared curve: mean with a ±1 s.d. band over seeds at each
+    point, every seed's values (not the reference's), and the curve's x values: 1…n of its
+    axis, or the stored curve it names (an ε grid)."""
+    versions, ref = table_versions(suite)
+    chosen = [v for v in versions if v.objective_id == obj.pk]
+    labels = storage.version_labels(versions)
+    ids = {v.pk for v in chosen}
+    if ref is not None and ref.pk not in ids:
+        ids.add(ref.pk)
+    declared = {c.name: c for c in suite.curves}
+    raw: dict[int, dict[str, dict[int, list[float]]]] = {}
+    diverged: dict[int, set[int]] = {}
+    for vid, seed, status, name, values in Curve.objects.filter(
+            cell__suite=suite.name, cell__suite_version=suite.version, cell__variant=variant,
+            cell__status__in=Cell.FINISHED, cell__version__in=ids, name__in=list(declared),
+    ).values_list("cell__version_id", "cell__seed", "cell__status", "name", "values"):
+        raw.setdefault(vid, {}).setdefault(name, {})[seed] = values
+        if status == Cell.DIVERGED:
+            diverged.setdefault(vid, set()).add(seed)
+    by_label = {}
+    for vid, curves in raw.items():
+        is_ref = ref is not None and vid == ref.pk and vid not in {v.pk for v in chosen}
+        payload = {}
+        for name, seeds in sorted(curves.items()):
+            spec = declared[name]
+            if not spec.drawn:
+                continue
+            band = _band(seeds, keep_seeds=not is_ref)
+            grid = curves.get(spec.x_values, {}) if spec.x_values else {}
+            band["x"] = (_band(grid, keep_seeds=False)["mean"] if grid
+                         else list(range(1, len(band["mean"]) + 1)))
+            payload[name] = band
+        by_label[labels[vid]] = {"is_reference": is_ref,
+                                 "diverged": sorted(diverged.get(vid, ())), "curves": payload}
+    return {"variant": variant, "specs": {c.name: c.to_json() for c in suite.curves if c.drawn},
+            "by_label": by_label}
+
+
+def _band(seeds: dict[int, list[float]], *, keep_seeds: bool) -> dict:
+    """Mean and ±1 s.d. over the seeds that reached each step (non-finite steps skipped)."""
+    length = max((len(v) for v in seeds.values()), default=0)
+    grid = np.full((len(seeds), length), np.nan)
+    for i, values in enumerate(seeds.values()):
+        row = np.asarray([np.nan if x is None else x for x in values], dtype=float)
+        grid[i, :len(row)] = np.where(np.isfinite(row), row, np.nan)
+    n = np.sum(np.isfinite(grid), axis=0)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # steps no seed (or one) reached
+        mean = np.nanmean(grid, axis=0)
+        sd = np.where(n > 1, np.nanstd(grid, axis=0, ddof=1), np.nan)
+    out = {"mean": rounded(mean), "low": rounded(mean - sd), "high": rounded(mean + sd),
+           "n": [int(k) for k in n]}
+    if keep_seeds:
+        out["seeds"] = {int(s): rounded(np.asarray([np.nan if x is None else x for x in v],
+                                                   dtype=float))
+                        for s, v in sorted(seeds.items())}
+    return out

@@ -1,0 +1,211 @@
+"""One objective across suites (its profile) and two objectives side by side (compare)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from django.db.models import Count, Exists, OuterRef
+
+from harness import stats
+from harness.registry import all_suites
+from harness.suite import Suite
+from webapp import storage
+from webapp.leaderboard import cache, plots
+from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of
+from webapp.leaderboard.tables import (
+    headline_values,
+    relative,
+    summaries,
+    table_versions,
+    tables_for,
+)
+from webapp.models import Cell, Objective, ObjectiveVersion
+
+
+def objective_profile(slug: str, viewer=None, *,
+                      curves: str | Mapping[str, str] | None = "all") -> dict:
+    """An objective's page: metadata, code (only if public or ``viewer`` owns it, else
+    None), versions with hyperparameters, every suite's per-variant rows and summary,
+    family, scatter and reliability plot data, and per-seed curves.
+
+    ``curves``: "all" (every suite and variant with results), {suite: variant} (those
+    only; the objective page shows one variant per suite) or None.
+    Curves: per version label and curve name, ``mean`` with a ±1 s.d. band (``low``,
+    ``high``) over seeds at each point, its ``x`` values, and every seed's values
+    (``seeds``); diverged seeds are truncated at divergence and listed in ``diverged``.
+    """
+    try:
+        obj = Objective.objects.select_related("owner").get(slug=slug)
+    except Objective.DoesNotExist:
+        raise NotFound(f"no objective {slug!r}") from None
+    versions = list(obj.versions.order_by("-created", "-id"))
+    owner = obj.owner.get_username() if obj.owner else None
+    mine = bool(viewer is not None and getattr(viewer, "is_authenticated", False)
+                and obj.owner_id is not None and viewer.pk == obj.owner_id)
+    code_visible = obj.visibility == Objective.PUBLIC or mine
+    fps = cache.all_fingerprints()
+    suites = all_suites()
+    fingerprint = cache.combine(fps.get((s.name, s.version), cache.EMPTY) for s in suites)
+    numbers = cache.cached([(cache.key("profile", obj.pk), fingerprint,
+                             lambda: _build_profile(obj, suites, fps))])[0]
+    curve_data: dict[str, dict[str, Any]] = {}
+    if curves is not None and numbers["suites"]:
+        curve_data = plots.profile_curves(obj, suites, numbers, fps, curves)
+    by_name = {s.name: s for s in suites}
+    newest = versions[0] if versions else None
+    return {
+        "slug": obj.slug, "name": obj.name, "description": obj.description,
+        "paper_url": obj.paper_url or None, "owner": owner, "is_builtin": obj.is_builtin,
+        "visibility": obj.visibility, "created": obj.created.isoformat(),
+        "viewer_is_owner": mine, "code_visible": code_visible,
+        "code": newest.code if newest is not None and code_visible else None,
+        "versions": [{"id": v.pk, "label": v.label, "hyperparameters": v.hyperparameters,
+                      "code_sha256": v.code_sha256, "created": v.created.isoformat()}
+                     for v in versions],
+        "suites": [{**s, "curves": curve_data.get(s["suite"], {}),
+                    "reliability": {v: plots.reliability(by_name[s["suite"]], c)
+                                    for v, c in curve_data.get(s["suite"], {}).items()}}
+                   for s in numbers["suites"]],
+    }
+
+
+def _build_profile(obj: Objective, suites: list[Suite],
+                   fps: dict[tuple[str, str], str]) -> dict:
+    """Per suite, the objective's rows of every variant table it is in, computed from the
+    rows of the objective, the reference and each variant's best only (ties and the
+    comparison with the reference need no other row; ranks need only the means), so a
+    profile never waits for every variant table of the suite."""
+    done: dict[tuple[str, str], set[str]] = {}
+    for suite_name, version, variant in (Cell.objects.filter(
+            version__objective=obj, status__in=Cell.FINISHED)
+            .values_list("suite", "suite_version", "variant").distinct()):
+        done.setdefault((suite_name, version), set()).add(variant)
+    out = []
+    for suite in suites:
+        variants = [v.name for v in suite.variants if v.name in done.get(
+            (suite.name, suite.version), ())]
+        if not variants:
+            continue
+        versions, ref = table_versions(suite)
+        labels = storage.version_labels(versions)
+        own = [v for v in versions if v.objective_id == obj.pk]
+        sign = 1 if suite.headline_metric.higher_is_better else -1
+        means = {vid: {name: float(np.mean(list(seeds.values())))
+                       for name, seeds in per.items()}
+                 for vid, per in headline_values(suite, versions, variants).items()}
+        entered = dict(Cell.objects.filter(
+            suite=suite.name, suite_version=suite.version, status__in=Cell.FINISHED,
+            variant__in=variants, version__in=[v.pk for v in versions])
+            .values_list("variant").order_by().annotate(n=Count("version", distinct=True)))
+        keep = {v.pk for v in own} | ({ref.pk} if ref else set())
+        for name in variants:
+            scored = [(sign * m[name], vid) for vid, m in means.items() if name in m]
+            if scored:
+                keep.add(max(scored)[1])
+        tables = tables_for(suite, variants, [v for v in versions if v.pk in keep], ref, labels)
+        summary = summaries([(suite, fps.get((suite.name, suite.version), cache.EMPTY))])
+        rows, series = [], {}
+        for name in variants:
+            for r in tables.get(name, []):
+                mine = r["slug"] == obj.slug
+                if mine:
+                    better = sum(1 for m in means.values() if name in m and r["mean"] is not
+                                 None and sign * m[name] > sign * r["mean"])
+                    rank = better + 1 if r["seeds"] else entered.get(name, 0)
+                    rows.append({"variant": name, "rank": rank, "of": entered.get(name, 0),
+                                 **r})
+                if (mine or r["is_reference"]) and r["seeds"]:
+                    s = series.setdefault(r["objective"], {
+                        "slug": r["slug"], "is_builtin": r["is_builtin"],
+                        "is_reference": r["is_reference"] and not mine, "points": {}})
+                    s["points"][name] = [r["mean"], r["ci_low"], r["ci_high"]]
+        headline = suite.headline_metric
+        out.append({**suite_meta(suite), "reference": summary[suite.name]["reference"],
+                    "metrics": [headline.name, *(m.name for m in suite.metrics
+                                                 if m.name != headline.name)],
+                    "variants": variants, "rows": rows,
+                    "summary": [r for r in summary[suite.name]["rows"] if r["slug"] == obj.slug],
+                    "series": {"axis": plots.variant_axis(suite), "series": series},
+                    "scatter": plots.scatter(suite, obj, variants)})
+    return {"suites": out}
+
+
+def compare(slug_a: str, slug_b: str, suite: Suite | str) -> dict:
+    """Two objectives side by side per variant, with paired-seed improvements of a over b
+    (positive = a better, whatever the metric's direction) from ``stats.compare_paired``,
+    and an overall row over the default variants both have (paired over seeds of the mean
+    over variants)."""
+    suite = suite_of(suite)
+    if slug_a == slug_b:
+        raise NotFound("compare two different objectives")
+    a, b = _primary_version(slug_a, suite), _primary_version(slug_b, suite)
+    fingerprint, _ = cache.suite_fingerprints(suite)
+    key = cache.key("compare", suite.name, suite.version, a.pk, b.pk)
+    return cache.cached([(key, fingerprint, lambda: _build_compare(suite, a, b))])[0]
+
+
+def _build_compare(suite: Suite, a: ObjectiveVersion, b: ObjectiveVersion) -> dict:
+    headline = suite.headline_metric
+    variants = [v.name for v in suite.variants]
+    values = headline_values(suite, [a, b], variants)
+    va, vb = values.get(a.pk, {}), values.get(b.pk, {})
+    rows = []
+    for name in variants:
+        x, y = va.get(name, {}), vb.get(name, {})
+        if not x and not y:
+            continue
+        common = sorted(set(x) & set(y))
+        diff = None
+        if common:
+            c = stats.compare_paired([x[s] for s in common], [y[s] for s in common],
+                                     higher_is_better=headline.higher_is_better)
+            diff = {f: getattr(c, f) for f in c.__dataclass_fields__}
+        rows.append({"variant": name, "default": suite.variant(name).default,
+                     "a": _summary_dict(x), "b": _summary_dict(y), "n_pairs": len(common),
+                     "diff": diff, "pairs": [[s, x[s], y[s]] for s in common]})
+    covered = [r["variant"] for r in rows if r["default"] and r["n_pairs"]]
+    overall = relative(va, vb, covered, headline.higher_is_better, is_reference=False)
+    return {**suite_meta(suite),
+            "a": _version_meta(a), "b": _version_meta(b), "rows": rows,
+            "overall": {**overall, "variants": covered}}
+
+
+def _summary_dict(values: dict[int, float]) -> dict:
+    s = stats.summarize(list(values.values()))
+    return {"seeds": s.n, "mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high,
+            "std": s.std}
+
+
+def _version_meta(v: ObjectiveVersion) -> dict:
+    return {"slug": v.objective.slug, "name": v.objective.name, "label": v.label,
+            "version_id": v.pk, "is_builtin": v.objective.is_builtin}
+
+
+def _primary_version(slug: str, suite: Suite) -> ObjectiveVersion:
+    """The objective's version at its defaults (label = name) with finished cells in the
+    suite, else its newest such version."""
+    versions = list(ObjectiveVersion.objects.select_related("objective").filter(
+        objective__slug=slug, cells__suite=suite.name, cells__suite_version=suite.version,
+        cells__status__in=Cell.FINISHED).distinct().order_by("-created", "-id"))
+    if not versions:
+        if not Objective.objects.filter(slug=slug).exists():
+            raise NotFound(f"no objective {slug!r}")
+        raise NotFound(f"{slug!r} has no results in {suite.name}")
+    return next((v for v in versions if v.label == v.objective.name), versions[0])
+
+
+def objective_suites(slug: str) -> list[str]:
+    """Names of the suites (current versions) in which the objective has finished cells."""
+    done = set(Cell.objects.filter(version__objective__slug=slug, status__in=Cell.FINISHED)
+               .values_list("suite", "suite_version").distinct())
+    return [s.name for s in all_suites() if (s.name, s.version) in done]
+
+
+def objective_choices() -> list[dict]:
+    """Every objective with a finished cell: {"slug", "name", "is_builtin"}, by name."""
+    finished = Cell.objects.filter(version__objective=OuterRef("pk"), status__in=Cell.FINISHED)
+    rows = (Objective.objects.filter(Exists(finished)).order_by("name", "slug")
+            .values("slug", "name", "is_builtin"))
+    return list(rows)

@@ -1,0 +1,321 @@
+"""The leaderboard's tables: per-variant tables, per-suite summaries, the ranked home table.
+
+Which results a table uses: per suite version, the newest version of every (objective,
+label) with finished cells (``storage.latest_versions``), plus the suite's reference
+version (``storage.reference_version``). Statistics come from :mod:`harness.stats`
+through :func:`harness.tables.variant_tables`; nothing here computes an interval of its
+own.
+
+One sign convention everywhere: an *improvement* over the reference is positive when the
+objective is better, whatever the metric's direction (``x − ref`` for higher-is-better
+metrics, ``ref − x`` for lower-is-better ones). Normalized scores use the suite's fixed
+anchors (worst → 0, best → 1), never statistics of the submitted population, so adding a
+submission changes nobody else's numbers; only rank positions move.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+from django.db.models import Count
+
+from harness import stats
+from harness.registry import all_suites
+from harness.suite import Suite
+from harness.tables import CellRow, TableRow, variant_tables
+from webapp import storage
+from webapp.leaderboard import cache
+from webapp.leaderboard.lookup import KINDS, check_kind, suite_meta, suite_of, variant_of
+from webapp.models import Cell, Metric, Objective, ObjectiveVersion
+
+RANK_METHOD = ("IQM of normalized headline means over the default variants of every suite "
+               "the objective completed; normalization anchors are fixed per suite version")
+
+
+# --- public -----------------------------------------------------------------------------
+
+
+def variant_table(suite: Suite | str, variant: str) -> dict:
+    """One variant's table, rows sorted best first."""
+    suite = suite_of(suite)
+    variant_of(suite, variant)
+    _, per_variant = cache.suite_fingerprints(suite)
+    return variant_tables_cached(suite, [variant], per_variant)[variant]
+
+
+def suite_summary(suite: Suite | str) -> dict:
+    """Per objective version: headline relative to the reference over the default variants.
+
+    Row fields: ``improvement`` = mean over seeds of (mean over variants of the headline's
+    improvement over the reference, positive = better), in the metric's units, its 95%
+    percentile-bootstrap CI over paired seeds (seeds with values for both on every covered
+    variant), ``distinguishable`` (CI excludes 0), ``normalized`` = mean over covered
+    variants of the anchored headline mean, ``by_variant`` = per-variant normalized means.
+    """
+    suite = suite_of(suite)
+    fingerprint, _ = cache.suite_fingerprints(suite)
+    return summaries([(suite, fingerprint)])[suite.name]
+
+
+def home_table(*, suite: str | None = None, kind: str = "all") -> dict:
+    """Objectives × suites: each cell a :func:`suite_summary` row; cross-suite rank.
+
+    ``score`` is the IQM of per-(suite, default variant) normalized means over the suites
+    the objective completed (every default variant has a result); ``rank`` orders by it
+    (ties share a rank) and is computed before the ``kind`` filter, so a filtered view keeps
+    the global ranks. The ranked table is cached as a whole (one fingerprint query, one read).
+    """
+    check_kind(kind)
+    suites = [suite_of(suite)] if suite else all_suites()
+    fps = cache.all_fingerprints()
+    fingerprint = cache.combine(fps.get((s.name, s.version), cache.EMPTY) for s in suites)
+    key = cache.key("home", ",".join(f"{s.name}@{s.version}" for s in suites))
+    board = cache.cached([(key, fingerprint, lambda: _build_home(suites, fps))])[0]
+    rows = board["rows"]
+    if kind != "all":
+        rows = [r for r in rows if r["is_builtin"] == (kind == "builtin")]
+    # ``fingerprint`` identifies this exact table (data, code and filter): a key for
+    # caching what is rendered from it (the home template caches its table by it).
+    return {**board, "suite": suite, "kind": kind, "rows": rows,
+            "fingerprint": cache.combine([key, fingerprint, kind])}
+
+
+def visible_rows(rows: list[dict], *, kind: str = "all", limit: int | None = None) -> list[dict]:
+    """Rows a page shows: built-in / submitted / all, the best ``limit``; the reference is
+    always kept, so every P(improvement) shown has its baseline on screen."""
+    check_kind(kind)
+    keep = [r for r in rows if kind == "all" or r["is_reference"]
+            or r["is_builtin"] == (kind == "builtin")]
+    if limit is not None and len(keep) > limit:
+        keep = keep[:limit] + [r for r in keep[limit:] if r["is_reference"]]
+    return keep
+
+
+def export_tables(suite: Suite | str, variant: str | None = None) -> tuple[Suite, list[dict]]:
+    """The tables an export covers: one variant, or every default variant with results."""
+    suite = suite_of(suite)
+    _, per_variant = cache.suite_fingerprints(suite)
+    if variant is not None:
+        variant_of(suite, variant)
+        names = [variant]
+    else:
+        names = [v for v in suite.default_variants if v in per_variant]
+    tables = variant_tables_cached(suite, names, per_variant)
+    return suite, [tables[n] for n in names]
+
+
+# --- cached pieces ----------------------------------------------------------------------
+
+
+def variant_tables_cached(suite: Suite, variants: list[str],
+                          per_variant: dict[str, str]) -> dict[str, dict]:
+    items = [(cache.key("variant", suite.name, suite.version, v),
+              per_variant.get(v, cache.EMPTY), (lambda v=v: _build_variant_table(suite, v)))
+             for v in variants]
+    return dict(zip(variants, cache.cached(items), strict=True))
+
+
+def summaries(suites: list[tuple[Suite, str]]) -> dict[str, dict]:
+    items = [(cache.key("summary", s.name, s.version), fp, (lambda s=s: _build_summary(s)))
+             for s, fp in suites]
+    return {s.name: p for (s, _), p in zip(suites, cache.cached(items), strict=True)}
+
+
+# --- builders (run on a cache miss) -----------------------------------------------------
+
+
+def _build_home(suites: list[Suite], fps: dict[tuple[str, str], str]) -> dict:
+    found = summaries([(s, fps.get((s.name, s.version), cache.EMPTY)) for s in suites])
+    rows: dict[tuple[str, str], dict] = {}
+    for s in suites:
+        for r in found[s.name]["rows"]:
+            row = rows.setdefault((r["slug"], r["label"]), {
+                "objective": r["label"], "slug": r["slug"], "name": r["name"],
+                "is_builtin": r["is_builtin"], "cells": {}, "_scores": []})
+            row["cells"][s.name] = {k: x for k, x in r.items() if k != "by_variant"}
+            if r["complete"] and r["by_variant"]:
+                row["_scores"].extend(v for v in r["by_variant"].values() if v is not None)
+    for row in rows.values():
+        scores = row.pop("_scores")
+        row["score"] = stats.iqm(scores) if scores else None
+        row["score_n"] = len(scores)
+    ordered = sorted(rows.values(), key=lambda r: (r["score"] is None, -(r["score"] or 0),
+                                                    r["objective"]))
+    rank, previous = 0, None
+    for i, row in enumerate(ordered, 1):
+        if row["score"] is None:
+            row["rank"] = None
+            continue
+        if row["score"] != previous:
+            rank, previous = i, row["score"]
+        row["rank"] = rank
+    shown = [s for s in suites if found[s.name]["rows"]]  # a suite without results
+    return {"rank_method": RANK_METHOD, "kinds": list(KINDS),   # gets no empty column
+            "suites": [{k: found[s.name][k] for k in
+                        ("suite", "suite_version", "description", "headline", "headline_label",
+                         "headline_short", "headline_spec", "percent", "higher_is_better",
+                         "better", "reference", "variants", "anchors")}
+                       for s in shown],
+            "rows": ordered}
+
+
+def table_versions(suite: Suite) -> tuple[list[ObjectiveVersion], ObjectiveVersion | None]:
+    versions = {v.pk: v for v in storage.latest_versions(suite)}
+    ref = storage.reference_version(suite)
+    if ref is not None:
+        versions.setdefault(ref.pk, ref)
+    objectives = Objective.objects.in_bulk({v.objective_id for v in versions.values()})
+    for v in versions.values():
+        v.objective = objectives[v.objective_id]
+    return list(versions.values()), ref
+
+
+def _cell_rows(suite: Suite, variants: list[str],
+               versions: list[ObjectiveVersion]) -> list[CellRow]:
+    """Tidy rows keyed by version id (so labels can never collide), suite metrics only."""
+    cells = list(Cell.objects.filter(suite=suite.name, suite_version=suite.version,
+                                     status__in=Cell.FINISHED, variant__in=variants,
+                                     version__in=[v.pk for v in versions])
+                 .values_list("id", "version_id", "variant", "seed", "status"))
+    metrics: dict[int, dict[str, float]] = {}
+    for cell_id, name, value in Metric.objects.filter(
+            cell_id__in=[c[0] for c in cells],
+            name__in=[m.name for m in suite.metrics]).values_list("cell_id", "name", "value"):
+        metrics.setdefault(cell_id, {})[name] = value
+    return [CellRow(str(vid), variant, seed, status, metrics.get(cid, {}))
+            for cid, vid, variant, seed, status in cells]
+
+
+def _build_variant_table(suite: Suite, variant: str) -> dict:
+    versions, ref = table_versions(suite)
+    headline = suite.headline_metric
+    secondary = tuple(m.name for m in suite.metrics if m.name != headline.name)
+    labels = storage.version_labels(versions)
+    return {**suite_meta(suite), "variant": variant,
+            "variant_description": suite.variant(variant).description,
+            "reference": labels[ref.pk] if ref else suite.reference,
+            "metrics": [headline.name, *secondary],
+            "rows": tables_for(suite, [variant], versions, ref, labels).get(variant, [])}
+
+
+def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersion],
+               ref: ObjectiveVersion | None, labels: dict[int, str]) -> dict[str, list[dict]]:
+    """Row payloads per variant for ``versions`` (harness.tables.variant_tables)."""
+    headline = suite.headline_metric
+    secondary = tuple(m.name for m in suite.metrics if m.name != headline.name)
+    rows = _cell_rows(suite, variants, versions)
+    tables = variant_tables(rows, headline=headline.name,
+                            higher_is_better=headline.higher_is_better,
+                            reference=str(ref.pk) if ref else "", secondary=secondary)
+    by_id = {v.pk: v for v in versions}
+    values: dict[tuple[str, str], dict[int, float]] = {}
+    for r in rows:
+        x = r.metrics.get(headline.name)
+        if r.status == "ok" and x is not None and math.isfinite(x):
+            values.setdefault((r.variant, r.objective), {})[r.seed] = x
+    return {name: [_row_payload(tr, by_id[int(tr.objective)], labels[int(tr.objective)],
+                                values.get((name, tr.objective), {}))
+                   for tr in table] for name, table in tables.items()}
+
+
+def _row_payload(tr: TableRow, v: ObjectiveVersion, label: str, values: dict) -> dict:
+    s, vs = tr.summary, tr.vs_reference
+    return {
+        "objective": label, "slug": v.objective.slug, "version_id": v.pk,
+        "is_builtin": v.objective.is_builtin, "seeds": tr.seeds, "diverged": tr.diverged,
+        "failed": tr.failed, "mean": s.mean, "std": s.std, "ci_low": s.ci_low,
+        "ci_high": s.ci_high, "iqm": s.iqm, "secondary": dict(tr.secondary),
+        "values": {int(k): float(x) for k, x in sorted(values.items())},
+        # mean_diff and its CI are improvements: positive = better than the reference
+        "vs_reference": None if vs is None else {
+            "prob_improvement": vs.prob_improvement, "prob_ci_low": vs.prob_ci_low,
+            "prob_ci_high": vs.prob_ci_high, "mean_diff": vs.mean_diff,
+            "diff_ci_low": vs.diff_ci_low, "diff_ci_high": vs.diff_ci_high,
+            "distinguishable": bool(vs.distinguishable), "n_pairs": vs.n_pairs},
+        "tied_with_best": bool(tr.tied_with_best), "is_reference": bool(tr.is_reference),
+    }
+
+
+def headline_values(suite: Suite, versions: Iterable[ObjectiveVersion | int],
+                    variants: list[str]) -> dict[int, dict[str, dict[int, float]]]:
+    """{version id: {variant: {seed: headline}}} of ok cells, one query."""
+    out: dict[int, dict[str, dict[int, float]]] = {}
+    rows = Metric.objects.filter(
+        name=suite.headline, cell__suite=suite.name, cell__suite_version=suite.version,
+        cell__status=Cell.OK, cell__variant__in=variants,
+        cell__version__in=[v if isinstance(v, int) else v.pk for v in versions],
+    ).values_list("cell__version_id", "cell__variant", "cell__seed", "value")
+    for vid, variant, seed, value in rows:
+        if math.isfinite(value):
+            out.setdefault(vid, {}).setdefault(variant, {})[seed] = value
+    return out
+
+
+def _build_summary(suite: Suite) -> dict:
+    versions, ref = table_versions(suite)
+    defaults = suite.default_variants
+    headline = suite.headline_metric
+    anchors = suite.headline_anchors
+    values = headline_values(suite, versions, defaults)
+    counts: dict[int, dict[str, int]] = {}
+    for vid, status, n in (Cell.objects.filter(
+            suite=suite.name, suite_version=suite.version, status__in=Cell.FINISHED,
+            variant__in=defaults, version__in=[v.pk for v in versions])
+            .values_list("version_id", "status").order_by().annotate(n=Count("id"))):
+        counts.setdefault(vid, {})[status] = n
+    labels = storage.version_labels(versions)
+    ref_values = values.get(ref.pk, {}) if ref else {}
+    rows = []
+    for v in versions:
+        mine = values.get(v.pk, {})
+        covered = [x for x in defaults if mine.get(x)]
+        means = {x: float(np.mean(list(mine[x].values()))) for x in covered}
+        by_variant = {x: anchors.normalize(m) for x, m in means.items()}
+        c = counts.get(v.pk, {})
+        rows.append({
+            "objective": labels[v.pk], "label": v.label, "name": v.objective.name,
+            "slug": v.objective.slug, "version_id": v.pk, "is_builtin": v.objective.is_builtin,
+            "is_reference": ref is not None and v.pk == ref.pk,
+            "variants_covered": len(covered), "variants_total": len(defaults),
+            "complete": len(covered) == len(defaults) and bool(defaults),
+            "diverged": c.get(Cell.DIVERGED, 0),
+            "failed": sum(n for s, n in c.items() if s not in (Cell.OK, Cell.DIVERGED)),
+            "mean": float(np.mean(list(means.values()))) if means else None,
+            "normalized": float(np.mean(list(by_variant.values()))) if by_variant else None,
+            "by_variant": by_variant,
+            **relative(mine, ref_values, covered, headline.higher_is_better,
+                       is_reference=ref is not None and v.pk == ref.pk),
+        })
+    rows.sort(key=lambda r: (r["normalized"] is None, -(r["normalized"] or 0), r["objective"]))
+    return {**suite_meta(suite), "reference": labels.get(ref.pk) if ref else None,
+            "variants": defaults, "rows": rows}
+
+
+def relative(mine: dict[str, dict[int, float]], ref: dict[str, dict[int, float]],
+             covered: list[str], higher: bool, *, is_reference: bool) -> dict:
+    """The headline's improvement over the reference (positive = better, whatever the
+    metric's direction), averaged over variants, with a CI over paired seeds."""
+    empty = {"improvement": None, "improvement_ci_low": None, "improvement_ci_high": None,
+             "improvement_seeds": 0, "improvement_variants": 0, "distinguishable": False}
+    both = [x for x in covered if ref.get(x)]
+    if not both:
+        return empty
+    if is_reference:
+        return {**empty, "improvement": 0.0, "improvement_ci_low": 0.0,
+                "improvement_ci_high": 0.0, "improvement_variants": len(both)}
+    sign = 1.0 if higher else -1.0
+    seeds = set.intersection(*(set(mine[x]) & set(ref[x]) for x in both))
+    per_seed = [sign * float(np.mean([mine[x][s] - ref[x][s] for x in both]))
+                for s in sorted(seeds)]
+    if per_seed:
+        summary = stats.summarize(per_seed)
+        value, lo, hi = summary.mean, summary.ci_low, summary.ci_high
+    else:  # no seed has both on every variant: a point estimate without an interval
+        value = sign * float(np.mean([np.mean(list(mine[x].values()))
+                                      - np.mean(list(ref[x].values())) for x in both]))
+        lo = hi = math.nan
+    return {"improvement": value, "improvement_ci_low": lo, "improvement_ci_high": hi,
+            "improvement_seeds": len(per_seed), "improvement_variants": len(both),
+            "distinguishable": bool(math.isfinite(lo) and (lo > 0 or hi < 0))}
