@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = verbs.add_parser("run", help="run a suite")
     run_what = run.add_subparsers(dest="what", required=True)
     suite = run_what.add_parser("suite", help="run every (objective, variant, seed) cell")
-    suite.add_argument("name", help="suite name, e.g. noisy-labels (see `harness ls`)")
+    suite.add_argument("name", help="suite name (see `harness ls`)")
     suite.add_argument("--objective", "-o", action="append", metavar="X",
                        help="file.py, built-in name or dotted module (repeatable; "
                             "default: the suite's own baselines)")

@@ -1,4 +1,4 @@
-"""What a result records about where it was computed (reproducibility, DESIGN principle 6)."""
+"""What a result records about where it was computed, so that a cell can be reproduced."""
 
 from __future__ import annotations
 

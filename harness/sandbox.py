@@ -124,7 +124,7 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
     (the caller retries those). ``verify_epochs`` (default: ``HARNESS_VERIFY_EPOCHS=1``)
     has suites that can return every epoch's weights, so that the judge recomputes the
     whole accuracy curve and the best-epoch metric, not only the final epoch; it costs
-    ~10% of a noisy-label group (bench/dispatch.py), hence off by default.
+    ~10% of a 5-seed digits group (bench/dispatch.py), hence off by default.
     """
     if verify_epochs is None:
         verify_epochs = os.environ.get("HARNESS_VERIFY_EPOCHS", "") == "1"

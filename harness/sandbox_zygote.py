@@ -1,7 +1,7 @@
 """A fork server for sandboxed children: ``python -I -m harness.sandbox_zygote FD SUITES``.
 
 Starting Python and importing torch costs ~1.5 s of CPU per child, about a quarter of
-a 5-seed noisy-label cell group. The zygote pays it once: it imports the trainer,
+a 5-seed cell group on the digits data. The zygote pays it once: it imports the trainer,
 starts no threads, holds no secrets (it is started with the sandbox's scrubbed
 environment and no database or broker connection) and then forks one fresh process
 per job. Each job gets the same isolation as ``unshare … setpriv … python``:

@@ -274,7 +274,7 @@ class Suite:
     """A standardized evaluation. See ``docs/suite-contract.md`` for every field.
 
     ``hooks`` are the objective hooks the suite calls itself, ``lifts`` the hooks it
-    can lift into them (certified training lifts ``classification_loss``); an objective
+    can lift into them (a robust-training suite may lift ``classification_loss``); an objective
     runs on the suite when it defines any of both. ``hook_specs`` declare hooks this
     suite introduces. ``baselines`` are the suite's own built-in objectives (its default
     run, reference first); ``pipeline`` is ``"module:Class"`` of its

@@ -96,11 +96,22 @@ def test_suites_list_the_registry_with_metrics_and_variants(client):
     body = _get(client, "/api/suites")
     assert [s["name"] for s in body["suites"]] == suite_names()
     nl = next(s for s in body["suites"] if s["name"] == "noisy-labels")
-    assert (nl["version"], nl["hook"], nl["headline"], nl["reference"]) == (
-        SUITE.version, "classification_loss", "test_acc", "ce")
+    assert (nl["version"], nl["hooks"], nl["headline"], nl["reference"]) == (
+        SUITE.version, ["classification_loss"], "test_acc", "ce")
+    assert nl["baselines"][0] == "ce" and nl["anchors"] == {"worst": 0.1, "best": 1.0}
+    assert nl["variant_axis"] == {"key": "rate", "label": "noise rate", "unit": ""}
     metrics = {m["name"]: m for m in nl["metrics"]}
     assert metrics["test_acc"]["higher_is_better"] is True
+    assert (metrics["test_acc"]["better"], metrics["test_acc"]["unit"]) == ("higher", "percent")
     assert metrics["memorization"]["higher_is_better"] is False
+    assert metrics["memorization"]["better"] == "lower"
+    assert metrics["noise_rate"]["better"] == "neither"
+    certified = next(s for s in body["suites"] if s["name"] == "certified")
+    assert certified["lifts"] == ["classification_loss"]
+    curves = {c["name"]: c for c in certified["curves"]}
+    assert curves["verified_vs_eps"]["x_label"] == "ε"
+    assert curves["verified_vs_eps"]["x_values"] == "eps_grid"
+    assert curves["train_loss"]["x_label"] == "epoch"
     assert metrics["test_acc"]["label"] == SUITE.metric("test_acc").label
     variants = {v["name"]: v for v in nl["variants"]}
     assert list(variants) == [v.name for v in SUITE.variants]
@@ -414,7 +425,7 @@ def test_non_finite_values_are_null_not_nan(client, data):
 def test_the_typed_reason_is_public_and_the_captured_output_never_served(client, data, users):
     storage.store_results(data["open-loss"], SUITE, [CellResult(
         "sym-0.6", 2, "killed", error="ran out of memory", reason="memory",
-        output=f"printed {SECRET}")], ENV)
+        captured=f"printed {SECRET}")], ENV)
     [record] = _get(client, "/api/results?objective=open-loss&status=killed")["results"]
     assert (record["status"], record["reason"]) == ("killed", "memory")
     owner = Client()

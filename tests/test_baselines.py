@@ -1,7 +1,7 @@
 """Known-answer, limit and vmap tests for the 15 built-in classification baselines.
 
 Expected values are computed independently with numpy from each formula in
-shared PROTOCOLS.md §1.4, never by calling the loss under test.
+its file's docstring (the papers' definitions), never by calling the loss under test.
 """
 
 import importlib

@@ -19,9 +19,9 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from suites.certified import bounds
 from harness.models.mlp import mlp
-from harness.train import Protocol, train_members
+from harness.train import Optimizer, Shuffled, TrainConfig, stacked_init, train_members
+from suites.certified import bounds
 
 F64 = torch.float64
 CIFAR_MEAN = torch.tensor([0.4914, 0.4822, 0.4465], dtype=F64)
@@ -441,14 +441,16 @@ def test_ibp_training_runs_batched_in_the_trainer():
     labels = (x[:, :3].argmax(1)).expand(2, -1).contiguous()
     model = mlp((6, 16, 16, 3))
 
-    def member_loss(p, xb, yb, index, state, progress):
+    def member_loss(p, batch, state, progress):
+        xb, yb = batch["x"], batch["y"]
         clean = F.cross_entropy(functional_call(model, p, (xb,)), yb)
         margins = bounds.ibp_margins(model, p, xb, 0.05 * progress, yb)
         return 0.5 * clean + 0.5 * F.cross_entropy(bounds.worst_case_logits(margins), yb)
 
-    protocol = Protocol(epochs=2, batch_size=16, lr=0.05)
-    runs = {mode: train_members(model, None, x, labels, [0, 1], protocol, mode=mode,
-                                member_loss=member_loss) for mode in ("vmap", "loop")}
+    config = TrainConfig(epochs=2, batch_size=16, optimizer=Optimizer(lr=0.05))
+    runs = {mode: train_members(member_loss, stacked_init(model, [0, 1]),
+                                Shuffled([0, 1], 16, 2, shared={"x": x}, own={"y": labels}),
+                                config, mode=mode) for mode in ("vmap", "loop")}
     assert runs["vmap"].mode == "vmap" and not runs["vmap"].fallback_reason
     for k, v in runs["vmap"].params.items():
         torch.testing.assert_close(v, runs["loop"].params[k], atol=1e-5, rtol=1e-4)

@@ -53,9 +53,9 @@ def page(browser, live_server, settings):
     pg.set_default_timeout(20_000)
     pg.base = live_server.url
     yield pg
-    from webapp import runner
+    from webapp.execution import executors
 
-    runner.drain(timeout=120)
+    executors.drain(timeout=120)
     context.close()
 
 
@@ -132,9 +132,9 @@ def test_status_page_follows_a_cell_through_requeue_to_killed_with_owner_details
     from django.contrib.auth.models import User
 
     from harness.objectives.loading import load_objective
+    from harness.registry import suite_at
     from webapp import storage
     from webapp.models import Cell, Submission
-    from harness.registry import suite_at
 
     sign_up(page, "hana")
     suite = suite_at("noisy-labels", "1.0+e1")
@@ -158,7 +158,7 @@ def test_status_page_follows_a_cell_through_requeue_to_killed_with_owner_details
     page.wait_for_selector(f'tr[data-cell="{killed.pk}"] .reason-text:has-text("attempt 2")')
     Cell.objects.filter(pk=killed.pk).update(
         status="killed", reason="memory", attempts=2, worker="cpu@box-2",
-        error="MemoryError: owner-only-error-5d1", output="owner-only-output-5d1")
+        error="MemoryError: owner-only-error-5d1", captured="owner-only-output-5d1")
     Cell.objects.filter(pk=ok.pk).update(status="ok", attempts=1, worker="cpu@box-2")
     page.wait_for_selector("#run-state:has-text('Finished')")
     assert row.locator(".st").inner_text() == "killed"

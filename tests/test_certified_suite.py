@@ -12,14 +12,15 @@ import torch
 import torch.nn.functional as F
 
 from harness import stats
-from suites.certified import bounds
 from harness.objectives.loading import load_objective
-from harness.train import Protocol, train_members
 from harness.registry import get_suite
-from suites.certified import SUITE
-from suites.certified import protocol as P
+from harness.train import Optimizer, Shuffled, TrainConfig, stacked_init, train_members
+from suites.certified import SUITE, bounds
+from suites.certified.data import CIFAR_MEAN, CIFAR_STD, Box, load_dataset
+from suites.certified.evaluation import Evaluation, SoundnessError, check_soundness, judge_member
 from suites.certified.models import certified_cnn, certified_mlp, recalibrate
 from suites.certified.schedule import Schedule
+from suites.certified.training import member_loss, model_for, schedule_of, training_for
 
 BASELINES = ("ce", "ibp", "ibp_k0", "crown_ibp", "fast_ibp", "pgd_at")
 METRICS = {"verified_acc", "clean_acc", "pgd_acc", "ibp_verified_acc", "crown_verified_acc",
@@ -37,7 +38,7 @@ def ce(logits, targets):
 # --- schedules ------------------------------------------------------------------------
 
 def test_eps_ramp_and_kappa_follow_the_protocol():
-    s = P.schedule_of(SUITE, SUITE.variant("eps-0.1"))
+    s = schedule_of(SUITE, SUITE.variant("eps-0.1"))
     assert s == Schedule(eps_max=pytest.approx(0.11), warmup=0.05, ramp=0.45)
     assert s.eps(0.0) == s.eps(0.05) == 0.0  # 5 of 100 epochs natural
     assert s.eps(0.275) == pytest.approx(0.055)  # linear: half way up the ramp
@@ -62,10 +63,11 @@ def _linear_member(seed=0):
 
 def _call(objective_name, progress, *, net=None, params=None, x=None, y=None):
     objective = load_objective(objective_name)
-    training = P.training_for(objective, SUITE)
+    training = training_for(objective, SUITE)
     schedule = Schedule(eps_max=0.2)
-    loss = P.member_loss(net, objective, training, schedule, P.Box())
-    return training, loss(params, x, y, torch.arange(5), torch.zeros(5), progress)
+    loss = member_loss(net, objective, training, schedule, Box())
+    return training, loss(params, {"x": x, "y": y, "index": torch.arange(5)}, torch.zeros(5),
+                          progress)
 
 
 def test_lift_mixes_the_classification_loss_on_logits_and_worst_case_logits():
@@ -105,7 +107,7 @@ def test_ce_from_a_file_is_lifted_not_natural(tmp_path):
     path.write_text("import torch.nn.functional as F\n"
                     "def classification_loss(logits, targets):\n"
                     "    return F.cross_entropy(logits, targets, reduction='none')\n")
-    assert P.training_for(load_objective(str(path)), SUITE).kind == "lifted"
+    assert training_for(load_objective(str(path)), SUITE).kind == "lifted"
 
 
 def test_a_bad_model_declaration_fails_its_cells_clearly(tmp_path):
@@ -218,15 +220,16 @@ def test_batchnorm_folds_exactly_and_recalibrates_on_the_data():
 @pytest.mark.parametrize("name", ["pgd_at", "fast_ibp"])
 def test_member_loss_gives_the_same_numbers_batched_and_looped(name):
     objective = load_objective(name)
-    training = P.training_for(objective, SUITE)
-    data = P.load_dataset("digits", None, False)
-    net = P.model_for(data, training)
-    loss = P.member_loss(net, objective, training, Schedule(0.11, warmup=0.1, ramp=0.3), P.Box(),
+    training = training_for(objective, SUITE)
+    data = load_dataset("digits", None, False)
+    net = model_for(data, training)
+    loss = member_loss(net, objective, training, Schedule(0.11, warmup=0.1, ramp=0.3), Box(),
                          train_pgd_steps=3)
     x, y = torch.from_numpy(data.x_train[:128]), torch.from_numpy(data.y_train[:128])
-    runs = [train_members(net.train, None, x, y.expand(2, -1), [0, 1],
-                          Protocol(epochs=2, batch_size=32, lr=0.05), mode=mode,
-                          member_loss=loss) for mode in ("vmap", "loop")]
+    config = TrainConfig(epochs=2, batch_size=32, optimizer=Optimizer(lr=0.05))
+    runs = [train_members(loss, stacked_init(net.train, [0, 1]),
+                          Shuffled([0, 1], 32, 2, shared={"x": x}, own={"y": y.expand(2, -1)}),
+                          config, mode=mode) for mode in ("vmap", "loop")]
     assert [r.mode for r in runs] == ["vmap", "loop"]
     for k, v in runs[0].params.items():
         torch.testing.assert_close(v, runs[1].params[k], rtol=1e-4, atol=1e-5)
@@ -245,12 +248,12 @@ def _evaluation(**changes):
         broken=torch.tensor([[False, True, True]]),
         min_margins=torch.tensor([[[0.0, 1.5, 2.5], [0.0, 0.3, -0.2], [0.0, -1.5, 0.5]]]))
     fields.update(changes)
-    return P.Evaluation(**fields)
+    return Evaluation(**fields)
 
 
 def test_soundness_check_passes_a_consistent_evaluation():
-    P.check_soundness(_evaluation(), 0)
-    metrics, _ = P.judge_member(_evaluation(), 0)
+    check_soundness(_evaluation(), 0)
+    metrics, _ = judge_member(_evaluation(), 0)
     assert metrics["verified_acc"] == pytest.approx(1 / 3)
     assert metrics["pgd_acc"] == pytest.approx(1 / 3)
     assert metrics["clean_acc"] == pytest.approx(2 / 3)
@@ -263,8 +266,8 @@ def test_soundness_check_passes_a_consistent_evaluation():
      "CROWN margin lower bound above an attained margin"),
 ])
 def test_soundness_check_catches_a_violation(change, message):
-    with pytest.raises(P.SoundnessError, match=message):
-        P.check_soundness(_evaluation(**change), 0)
+    with pytest.raises(SoundnessError, match=message):
+        check_soundness(_evaluation(**change), 0)
 
 
 def test_a_soundness_violation_fails_the_cell_as_a_harness_bug(monkeypatch):
@@ -349,13 +352,13 @@ def test_real_data_variants_run_on_fixture_files(tmp_path):
     assert [(c.variant, c.status) for c in cells] == [(v, "ok") for v in variants for _ in "ab"], \
         cells[0].error
     assert all(set(c.metrics) == METRICS for c in cells)
-    cifar = P.load_dataset("cifar10", str(tmp_path), False)
-    box = P.Box.of(cifar)
+    cifar = load_dataset("cifar10", str(tmp_path), False)
+    box = Box.of(cifar)
     radius = box.radius(8 / 255).flatten()
-    assert radius.tolist() == pytest.approx([8 / 255 / s for s in P.CIFAR_STD])
+    assert radius.tolist() == pytest.approx([8 / 255 / s for s in CIFAR_STD])
     lower, upper = box.limits(torch.from_numpy(cifar.x_test), 8 / 255)
-    pixels_lo = lower * torch.tensor(P.CIFAR_STD).view(3, 1, 1) + torch.tensor(
-        P.CIFAR_MEAN).view(3, 1, 1)
+    pixels_lo = lower * torch.tensor(CIFAR_STD).view(3, 1, 1) + torch.tensor(
+        CIFAR_MEAN).view(3, 1, 1)
     assert float(pixels_lo.min()) >= -1e-6  # the box never leaves [0, 1] in pixel space
     assert certified_cnn(3, 32, 10).plain[-1].in_features == 100
 

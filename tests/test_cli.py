@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.objectives.builtin import BUILTIN_NAMES
+from harness import registry
 from harness.registry import get_suite
 from tests.conftest import cli_environment
 
@@ -104,9 +104,14 @@ def test_ls_lists_variants_and_builtins_without_torch(env, tmp_path):
     out = proc.stdout
     for v in get_suite("noisy-labels").variants:
         assert v.name in out
-    assert len(BUILTIN_NAMES) == 20  # 15 classification losses, 5 certified baselines
-    for name in BUILTIN_NAMES:
+    builtins = registry.builtins()
+    assert len(builtins) == 20  # 15 classification losses, 5 certified baselines
+    for name, builtin in builtins.items():
         assert f"  {name} " in out
+        if builtin.suite:  # a suite's own baseline says whose it is
+            assert f"[{builtin.suite}]" in out.split(f"  {name} ", 1)[1].splitlines()[0]
+    for suite in registry.all_suites():
+        assert f"baselines: {', '.join(suite.baselines)}" in out
     assert "TORCH False" in out
     assert "RC 0" in out
 

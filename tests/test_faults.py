@@ -29,10 +29,10 @@ from django.db import connection
 from django.db.utils import InterfaceError, OperationalError
 
 from harness.objectives.loading import load_objective
+from harness.registry import suite_at
 from tasks import app, dispatch
 from webapp import storage
 from webapp.models import Cell, Metric
-from harness.registry import suite_at
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

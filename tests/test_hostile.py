@@ -55,9 +55,9 @@ import numpy as np
 import pytest
 import torch
 
+from harness.registry import get_suite
 from harness.sandbox import Limits, SandboxUnavailable, isolation_support, run_cells_sandboxed
 from harness.sandbox_guard import MARKER
-from harness.registry import get_suite
 from harness.suite import REASONS, CellResult
 from suites.noisy_labels import pipeline as protocol
 

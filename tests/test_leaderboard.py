@@ -21,6 +21,7 @@ from harness import stats
 from harness.registry import get_suite
 from harness.suite import CellResult
 from webapp import exports, leaderboard, storage
+from webapp.leaderboard import cache
 from webapp.models import Cell, Objective, ObjectiveVersion, TableCache
 
 pytestmark = pytest.mark.django_db
@@ -142,22 +143,22 @@ def test_suite_summary_relative_to_reference_with_paired_ci(board):
     gce = _row(summary, "gce")
     per_seed = [np.mean([GCE[v][s] - CE[v][s] for v in ("clean", "sym-0.4")]) for s in range(4)]
     expected = stats.summarize(per_seed)
-    assert gce["delta"] == pytest.approx(expected.mean)
-    assert (gce["delta_ci_low"], gce["delta_ci_high"]) == pytest.approx(
+    assert gce["improvement"] == pytest.approx(expected.mean)
+    assert (gce["improvement_ci_low"], gce["improvement_ci_high"]) == pytest.approx(
         (expected.ci_low, expected.ci_high))
-    assert gce["delta_seeds"] == 4 and gce["delta_variants"] == 2
-    assert gce["distinguishable"] and gce["better"] is True
+    assert gce["improvement_seeds"] == 4 and gce["improvement_variants"] == 2
+    assert gce["distinguishable"] and gce["improvement"] > 0
     assert gce["variants_covered"] == 2 and gce["variants_total"] == len(DEFAULTS)
     assert not gce["complete"]
-    lo, hi = leaderboard.anchors(SUITE)
-    assert (lo, hi) == (0.1, 1.0)
+    lo, hi = SUITE.headline_anchors.worst, SUITE.headline_anchors.best
+    assert (lo, hi) == (0.1, 1.0) and summary["anchors"] == [0.1, 1.0]
     by_variant = {v: (np.mean(GCE[v]) - lo) / (hi - lo) for v in GCE}
     assert gce["by_variant"] == pytest.approx(by_variant)
     assert gce["normalized"] == pytest.approx(np.mean(list(by_variant.values())))
     ce = _row(summary, "ce")
-    assert ce["is_reference"] and ce["delta"] == 0 and ce["better"] is None
+    assert ce["is_reference"] and ce["improvement"] == 0
     mae = _row(summary, "mae")
-    assert mae["better"] is False or not mae["distinguishable"]
+    assert mae["improvement"] < 0 or not mae["distinguishable"]
 
 
 def test_adding_a_submission_changes_nobody_elses_numbers(board):
@@ -186,7 +187,7 @@ def test_home_table_rank_filters_and_baselines():
     assert rows["mine"]["score"] == pytest.approx(expected)
     assert rows["ce"]["is_builtin"] and not rows["mine"]["is_builtin"]
     cell = rows["mine"]["cells"]["noisy-labels"]
-    assert cell["delta"] == pytest.approx(0.1) and cell["better"] is True
+    assert cell["improvement"] == pytest.approx(0.1) and cell["distinguishable"]
     submitted = leaderboard.home_table(kind="submitted")
     assert {r["objective"] for r in submitted["rows"]} == {"mine", "partial"}
     assert next(r for r in submitted["rows"] if r["objective"] == "mine")["rank"] == 1
@@ -215,7 +216,8 @@ def test_family_series_and_shaping_helpers(board):
     table = leaderboard.variant_table(SUITE, "sym-0.4")
     row = _row(table, "gce")
     assert gce["sym-0.4"] == [row["mean"], row["ci_low"], row["ci_high"]]
-    plot = leaderboard.family_plot(series, ["gce", "ce"], metric="acc", percent=True)
+    plot = leaderboard.family_plot(series, ["gce", "ce"], metric="acc",
+                                   spec=SUITE.headline_metric.to_json())
     sym = next(f for f in plot["families"] if f["name"] == "digits/symmetric")
     line = next(x for x in sym["lines"] if x["label"] == "gce")
     assert line["x"] == [0.0, 0.4] and line["mean"][1] == pytest.approx(row["mean"])
@@ -337,7 +339,7 @@ def test_latex_export_is_booktabs_with_best_bold_ties_and_escaping():
 
 def test_cache_hit_reads_one_row_and_a_new_cell_invalidates_it(board, django_assert_num_queries):
     first = leaderboard.variant_table(SUITE, "sym-0.4")
-    key = leaderboard._variant_key(SUITE, "sym-0.4")
+    key = cache.key("variant", SUITE.name, SUITE.version, "sym-0.4")
     entry = TableCache.objects.get(key=key)
     assert entry.payload == first
     with django_assert_num_queries(2):  # the fingerprint aggregate, then the cached row

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.objectives.builtin import builtin_path
+from harness import registry
 from harness.objectives.loading import (
     ObjectiveError,
     load_objective,
@@ -81,7 +81,7 @@ def test_load_by_relative_path_keeps_user_traceback(tmp_path, monkeypatch):
 def test_load_builtin_by_name():
     obj = load_objective("gce")
     assert (obj.name, obj.origin) == ("gce", "builtin")
-    assert obj.path == str(builtin_path("gce"))
+    assert obj.path == str(registry.builtins()["gce"].path)
     assert obj.defaults == {"q": 0.7}
     assert "def classification_loss" in obj.source
 

@@ -1,4 +1,4 @@
-"""Noise generators, seed derivation, the digits split and the noisy-label draw (PROTOCOLS §1.2)."""
+"""Noise generators, seed derivation, the digits split and the noisy-label draw (the suite README)."""
 
 import hashlib
 import subprocess
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import suites
 from harness import seeding
-from suites.noisy_labels import noise
 from harness.data.digits import digits_split
+from harness.registry import get_suite
+from suites.noisy_labels import noise
 from suites.noisy_labels.pipeline import load_dataset, noisy_labels
 
 
@@ -300,7 +300,7 @@ def test_digits_split_stratified_partition():
 
 # --- protocol.noisy_labels ---------------------------------------------------------
 
-SUITE = suites.get_suite("noisy-labels")
+SUITE = get_suite("noisy-labels")
 
 
 def label_hash(labels: np.ndarray) -> str:
@@ -334,10 +334,11 @@ def test_noisy_labels_same_in_fresh_process():
     data = load_dataset("digits", None, False)
     here = label_hash(noisy_labels(data, SUITE.variant("sym-0.4"), 3))
     code = (
-        "import hashlib, numpy as np, suites\n"
+        "import hashlib, numpy as np\n"
+        "from harness.registry import get_suite\n"
         "from suites.noisy_labels.pipeline import load_dataset, noisy_labels\n"
         "d = load_dataset('digits', None, False)\n"
-        "v = suites.get_suite('noisy-labels').variant('sym-0.4')\n"
+        "v = get_suite('noisy-labels').variant('sym-0.4')\n"
         "y = np.ascontiguousarray(noisy_labels(d, v, 3), dtype=np.int64)\n"
         "print(hashlib.sha256(y.tobytes()).hexdigest())\n"
     )

@@ -137,7 +137,7 @@ def test_compare_page_is_paired(client, board):
     response = client.get("/objectives/gce/compare/?with=mae&suite=noisy-labels")
     assert response.status_code == 200
     html = response.content.decode()
-    assert "Δ (gce − mae)" in html
+    assert "gce better by (pp)" in html
     assert 'id="compare-table"' in html and "gce better" in html
     forest = _json_script(html, "forest-data")
     assert forest["a"]["slug"] == "gce" and len(forest["rows"]) == 2

@@ -13,24 +13,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import sandbox
+from harness import registry, sandbox
 from harness.objectives.loading import load_objective
-from harness.sandbox import Limits, run_cells_sandboxed
-from harness.registry import get_suite
 from harness.pipeline import InvalidOutput
+from harness.registry import get_suite
+from harness.sandbox import Limits, run_cells_sandboxed
 
-BUILTIN = Path(__file__).resolve().parents[1] / "harness" / "objectives" / "builtin"
 NOISY = get_suite("noisy-labels").shortened(2)
 
 
+def _path(name: str) -> Path:
+    return registry.builtins()[name].path
+
+
 def _code(name: str) -> str:
-    return (BUILTIN / f"{name}.py").read_text()
+    return _path(name).read_text()
 
 
 def test_sandboxed_noisy_labels_equal_the_in_process_run():
     variants, seeds = ["sym-0.4", "asym-0.4"], [0, 1]
     inside = run_cells_sandboxed(NOISY, _code("gce"), "gce_copy.py", {"q": 0.5}, variants, seeds)
-    trusted = NOISY.run_cells(load_objective(str(BUILTIN / "gce.py"), {"q": 0.5}), variants,
+    trusted = NOISY.run_cells(load_objective(str(_path("gce")), {"q": 0.5}), variants,
                               seeds)
     assert [(r.variant, r.seed, r.status) for r in inside] == \
         [(r.variant, r.seed, "ok") for r in trusted]
@@ -43,7 +46,7 @@ def test_sandboxed_noisy_labels_equal_the_in_process_run():
 def test_sandboxed_certified_equals_the_in_process_run():
     suite = get_suite("certified").shortened(2)
     inside = run_cells_sandboxed(suite, _code("ibp"), "ibp_copy.py", {}, ["eps-0.1"], [0, 1])
-    trusted = suite.run_cells(load_objective(str(BUILTIN / "ibp.py")), ["eps-0.1"], [0, 1])
+    trusted = suite.run_cells(load_objective(str(_path("ibp"))), ["eps-0.1"], [0, 1])
     for a, b in zip(inside, trusted, strict=True):
         assert a.status == b.status == "ok"
         assert a.metrics == b.metrics
@@ -77,9 +80,9 @@ def test_output_is_captured_and_truncated():
     limits = dataclasses.replace(Limits.for_run(NOISY, 1, 1), output_bytes=1000)
     [result] = run_cells_sandboxed(NOISY, code, "loud.py", {}, ["clean"], [0], limits=limits)
     assert result.status == "ok"
-    assert result.output.startswith("hello from the objective")
-    assert "bytes of output omitted" in result.output
-    assert len(result.output) < 1000 + 4096 + 200
+    assert result.captured.startswith("hello from the objective")
+    assert "bytes of output omitted" in result.captured
+    assert len(result.captured) < 1000 + 4096 + 200
 
 
 def test_heartbeats_arrive_while_the_child_trains(monkeypatch):

@@ -19,7 +19,8 @@ from django.utils.html import escape
 
 from harness.objectives.loading import load_objective
 from harness.objectives.validate import validate
-from webapp import runner
+from webapp.execution import executors
+from webapp.execution import groups as work
 from webapp.forms import suites_for
 from webapp.models import Cell, Objective, ObjectiveVersion, Submission
 
@@ -242,11 +243,11 @@ def test_a_name_owned_by_someone_else_is_refused(client_a, client_b):
 
 def expected_messages(code: str, tmp_path: Path) -> list[str]:
     """What the engine's validator says about ``code`` in a file named like the form's."""
-    path = tmp_path / runner.code_filename("my-loss")
+    path = tmp_path / work.code_filename("my-loss")
     path.write_text(code)
     report = validate(str(path))
     assert not report.ok
-    return [runner.scrub_paths(p.message, tmp_path.resolve()) for p in report.problems
+    return [work.scrub_paths(p.message, tmp_path.resolve()) for p in report.problems
             if p.severity == "error"]
 
 
@@ -374,7 +375,7 @@ def test_status_json_shape_and_the_page(client_a, client):
     assert state["suites"] == [{"name": "noisy-labels", "url": "/suites/noisy-labels/"}]
     cell = state["cells"][0]
     assert set(cell) == {"id", "suite", "suite_version", "variant", "seed", "status", "label",
-                         "reason", "reason_code", "attempts", "worker", "error", "output",
+                         "reason", "reason_code", "attempts", "worker", "error", "captured",
                          "has_details", "headline", "wall_time"}
     assert (cell["suite"], cell["status"], cell["label"], cell["headline"]) == (
         "noisy-labels", "queued", "queued", None)
@@ -419,7 +420,7 @@ def test_failing_objective_ends_failed_with_reason_for_the_owner_only(
     error = cell["error"]
     assert "RuntimeError: boom-at-runtime" in error and 'File "my_loss.py"' in error
     assert "/tmp" not in error
-    assert "PRINTED-OUTPUT-MARKER-2c1" in cell["output"]  # the sandbox's captured output
+    assert "PRINTED-OUTPUT-MARKER-2c1" in cell["captured"]  # the sandbox's captured output
     page = client_a.get(f"/runs/{submission.pk}/").content.decode()
     assert "boom-at-runtime" in page and "PRINTED-OUTPUT-MARKER-2c1" in page
     for other in (client_b, client):  # results are public; code and logs are the owner's
@@ -428,7 +429,7 @@ def test_failing_objective_ends_failed_with_reason_for_the_owner_only(
         cell = theirs["cells"][0]
         assert cell["reason"].startswith("failed while running: the objective raised")
         assert "owner only" in cell["reason"] and cell["reason_code"] == "objective"
-        assert cell["error"] is None and cell["output"] is None
+        assert cell["error"] is None and cell["captured"] is None
         for response in (other.get(f"/runs/{submission.pk}/"),
                          other.get(f"/runs/{submission.pk}/status.json")):
             text = response.content.decode()
@@ -472,7 +473,7 @@ def test_thread_runner_does_not_block_and_goes_queued_running_ok(settings):
             done = wait_for(client, submission, lambda s: s["finished"])
         finally:
             gate.touch()
-            assert runner.drain(timeout=120)
+            assert executors.drain(timeout=120)
     assert done["finished"] and done["counts"]["ok"] == VARIANTS
 
 

@@ -17,13 +17,16 @@ from django.test import Client
 from django.utils import timezone
 
 import tasks
+from harness import registry
 from harness.objectives.loading import load_objective
 from harness.registry import get_suite
 from harness.suite import CellResult, Resources
 from tasks import dispatch, limits, reaper
 from tasks import tasks as task_module
 from tasks.worker import NODE, default_threads
-from webapp import runner, storage
+from webapp import storage
+from webapp.execution import executors, heartbeat, status
+from webapp.execution import groups as work
 from webapp.models import Cell, Submission
 
 pytestmark = pytest.mark.django_db
@@ -38,15 +41,15 @@ def version():
 
 
 def make_cells(version, variants=("clean",), seeds=(0, 1), suite_version=SHORT, **fields):
-    suite = runner.suite_at("noisy-labels", suite_version)
+    suite = registry.suite_at("noisy-labels", suite_version)
     return [Cell.objects.create(version=version, suite="noisy-labels",
                                 suite_version=suite_version, variant=v, seed=s,
                                 variant_hash=suite.variant(v).config_hash(suite), **fields)
             for v in variants for s in seeds]
 
 
-def group_of(cells) -> runner.Group:
-    (group,) = runner.groups(Cell.objects.filter(pk__in=[c.pk for c in cells]))
+def group_of(cells) -> work.Group:
+    (group,) = work.groups(Cell.objects.filter(pk__in=[c.pk for c in cells]))
     return group
 
 
@@ -128,8 +131,8 @@ def test_torch_threads_share_the_cores_between_pool_processes(monkeypatch):
 
 
 def test_gpu_variants_go_to_the_gpu_queue_and_digits_to_cpu(version, sent):
-    cpu = runner.Group(version.pk, "noisy-labels", "1.0", ("clean",), (0, 1))
-    gpu = runner.Group(version.pk, "noisy-labels", "1.0", ("mnist/sym-0.4",), (0,))
+    cpu = work.Group(version.pk, "noisy-labels", "1.0", ("clean",), (0, 1))
+    gpu = work.Group(version.pk, "noisy-labels", "1.0", ("mnist/sym-0.4",), (0,))
     assert dispatch.route(cpu)["queue"] == "cpu"
     assert dispatch.route(gpu)["queue"] == "gpu"
     make_cells(version, variants=("clean", "mnist/sym-0.4"), seeds=(0,), suite_version="1.0")
@@ -143,37 +146,37 @@ def test_time_limits_come_from_the_suite_resources(monkeypatch, version):
     monkeypatch.delenv("HARNESS_TIME_MARGIN", raising=False)
     wall = SUITE.resources.wall_seconds(3)
     assert wall == 120 + 10 * 3
-    assert limits.time_limits(SUITE, 3) == (wall + 30, wall + 60)
-    route = dispatch.route(runner.Group(version.pk, "noisy-labels", "1.0", ("clean",),
+    assert limits.time_limits(SUITE.resources, 3) == (wall + 30, wall + 60)
+    route = dispatch.route(work.Group(version.pk, "noisy-labels", "1.0", ("clean",),
                                         (0, 1, 2)))
     assert (route["soft_time_limit"], route["time_limit"]) == (wall + 30, wall + 60)
     monkeypatch.setenv("HARNESS_TIME_SCALE", "2")
     monkeypatch.setenv("HARNESS_TIME_MARGIN", "5")
-    assert limits.time_limits(SUITE, 3) == (2 * wall + 5, 2 * wall + 10)
+    assert limits.time_limits(SUITE.resources, 3) == (2 * wall + 5, 2 * wall + 10)
     certified = get_suite("certified")
-    assert limits.time_limits(certified, 1)[0] == 2 * (300 + 120) + 5
+    assert limits.time_limits(certified.resources, 1)[0] == 2 * (300 + 120) + 5
 
 
 def test_a_group_too_long_for_the_visibility_timeout_is_split():
     suite = SUITE.shortened(1)
     object.__setattr__(suite, "resources", Resources(base_seconds=10, seconds_per_member=100))
     # hard(n) = 10 + 100 n + 60; visibility 400 leaves 340: chunks of at most 2 seeds
-    assert limits.seed_chunks(suite, [0, 1, 2, 3, 4], 400) == [[0, 1], [2, 3], [4]]
-    assert limits.seed_chunks(suite, [0, 1, 2], 10_000) == [[0, 1, 2]]
-    assert limits.seed_chunks(suite, [0, 1], 50) == [[0], [1]]  # never below one seed
+    assert limits.seed_chunks(suite.resources, [0, 1, 2, 3, 4], 400) == [[0, 1], [2, 3], [4]]
+    assert limits.seed_chunks(suite.resources, [0, 1, 2], 10_000) == [[0, 1, 2]]
+    assert limits.seed_chunks(suite.resources, [0, 1], 50) == [[0], [1]]  # never below one seed
 
 
 def test_groups_are_one_variant_with_its_seeds_or_merged_by_seed_set(version):
     make_cells(version, variants=("clean", "sym-0.4"), seeds=(0, 1))
     make_cells(version, variants=("asym-0.4",), seeds=(0,))
     cells = Cell.objects.all()
-    assert runner.groups(cells) == [
-        runner.Group(version.pk, "noisy-labels", SHORT, ("asym-0.4",), (0,)),
-        runner.Group(version.pk, "noisy-labels", SHORT, ("clean",), (0, 1)),
-        runner.Group(version.pk, "noisy-labels", SHORT, ("sym-0.4",), (0, 1))]
-    assert runner.groups(cells, per_variant=False) == [
-        runner.Group(version.pk, "noisy-labels", SHORT, ("asym-0.4",), (0,)),
-        runner.Group(version.pk, "noisy-labels", SHORT, ("clean", "sym-0.4"), (0, 1))]
+    assert work.groups(cells) == [
+        work.Group(version.pk, "noisy-labels", SHORT, ("asym-0.4",), (0,)),
+        work.Group(version.pk, "noisy-labels", SHORT, ("clean",), (0, 1)),
+        work.Group(version.pk, "noisy-labels", SHORT, ("sym-0.4",), (0, 1))]
+    assert work.groups(cells, per_variant=False) == [
+        work.Group(version.pk, "noisy-labels", SHORT, ("asym-0.4",), (0,)),
+        work.Group(version.pk, "noisy-labels", SHORT, ("clean", "sym-0.4"), (0, 1))]
 
 
 def test_enqueue_sends_each_queued_group_once_and_stamps_it(version, sent, client):
@@ -219,7 +222,7 @@ def test_a_stale_heartbeat_lets_another_worker_take_over_and_fences_the_first(ve
     new = storage.claim([cells[0].pk], worker="w2")
     assert new == {cells[0].pk: 2}
     result = CellResult("clean", 0, "ok", metrics={"test_acc": 0.5})
-    suite = runner.suite_at("noisy-labels", SHORT)
+    suite = registry.suite_at("noisy-labels", SHORT)
     assert storage.heartbeat(old) == 0  # the first worker learns it lost the cell
     assert storage.store_results(version, suite, [result], {}, claim=old) == 0
     assert storage.store_results(version, suite, [result], {}, claim=new) == 1
@@ -246,17 +249,17 @@ def test_out_of_attempts_a_cell_fails_as_infrastructure(version, settings):
     assert "gave up after 2 attempts" in cell.error
 
 
-def test_store_keeps_reason_and_output(version):
+def test_store_keeps_reason_and_captured_output(version):
     cells = make_cells(version, seeds=(0, 1))
     claim = storage.claim([c.pk for c in cells], worker="w1")
-    suite = runner.suite_at("noisy-labels", SHORT)
+    suite = registry.suite_at("noisy-labels", SHORT)
     storage.store_results(version, suite, [
-        CellResult("clean", 0, "killed", reason="memory", error="out of memory", output="x" * 10),
-        CellResult("clean", 1, "ok", metrics={"test_acc": 0.9}, output="hello")], {},
+        CellResult("clean", 0, "killed", reason="memory", error="out of memory", captured="x" * 10),
+        CellResult("clean", 1, "ok", metrics={"test_acc": 0.9}, captured="hello")], {},
         claim=claim)
     killed, ok = fresh(cells)
-    assert (killed.status, killed.reason, killed.output) == ("killed", "memory", "x" * 10)
-    assert (ok.status, ok.reason, ok.output) == ("ok", "", "hello")
+    assert (killed.status, killed.reason, killed.captured) == ("killed", "memory", "x" * 10)
+    assert (ok.status, ok.reason, ok.captured) == ("ok", "", "hello")
     assert Cell.KILLED in Cell.FINISHED
 
 
@@ -281,7 +284,7 @@ def test_eager_dispatch_end_to_end_through_the_status_page(version, eager, setti
     cells = make_cells(version, variants=("clean", "sym-0.4"), seeds=(0,))
     submission = Submission.objects.create(owner=user, version=version, suites=["noisy-labels"])
     submission.cells.set(cells)
-    runner.enqueue(submission)
+    executors.enqueue(submission)
     client = Client()
     client.force_login(user)
     state = client.get(f"/runs/{submission.pk}/status.json").json()
@@ -301,7 +304,7 @@ def test_infrastructure_errors_are_retried_and_objective_errors_are_not(
             raise OperationalError("server closed the connection unexpectedly")
         return [CellResult("clean", 0, "ok", metrics={"test_acc": 0.7})]
 
-    monkeypatch.setattr(runner.GroupRun, "execute", flaky)
+    monkeypatch.setattr(work.GroupRun, "execute", flaky)
     assert run_task(cells)["stored"] == 1
     assert len(calls) == 3 and calls[0] == calls[2]  # retries resume the same claim
     cell = fresh(cells)[0]
@@ -314,12 +317,12 @@ def test_infrastructure_errors_are_retried_and_objective_errors_are_not(
         calls.append(1)
         raise ValueError("a bug outside the objective")
 
-    monkeypatch.setattr(runner.GroupRun, "execute", broken)
+    monkeypatch.setattr(work.GroupRun, "execute", broken)
     run_task(other)
     assert len(calls) == 1  # not retried
     cell = fresh(other)[0]
     assert (cell.status, cell.reason, cell.error) == (
-        Cell.FAILED, "infrastructure", runner.INTERNAL_ERROR)
+        Cell.FAILED, "infrastructure", work.INTERNAL_ERROR)
 
 
 def test_objective_failures_are_results_not_retries(version, eager, monkeypatch):
@@ -330,7 +333,7 @@ def test_objective_failures_are_results_not_retries(version, eager, monkeypatch)
         calls.append(1)
         return [CellResult("clean", 0, "failed", reason="objective", error="ValueError: x")]
 
-    monkeypatch.setattr(runner.GroupRun, "execute", fails)
+    monkeypatch.setattr(work.GroupRun, "execute", fails)
     run_task(cells)
     cell = fresh(cells)[0]
     assert len(calls) == 1 and (cell.status, cell.reason) == (Cell.FAILED, "objective")
@@ -343,9 +346,9 @@ def test_the_last_retry_fails_the_cells_as_infrastructure(version, eager, monkey
 
     def sandbox_down(self, **kwargs):
         calls.append(1)
-        raise runner.InfrastructureError("the sandbox could not start")
+        raise work.InfrastructureError("the sandbox could not start")
 
-    monkeypatch.setattr(runner.GroupRun, "execute", sandbox_down)
+    monkeypatch.setattr(work.GroupRun, "execute", sandbox_down)
     run_task(cells)
     cell = fresh(cells)[0]
     assert len(calls) == task_module.MAX_RETRIES + 1
@@ -359,7 +362,7 @@ def test_soft_time_limit_ends_the_cells_as_timeout_wall(version, eager, monkeypa
     def slow(self, **kwargs):
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(runner.GroupRun, "execute", slow)
+    monkeypatch.setattr(work.GroupRun, "execute", slow)
     run_task(cells)
     assert {(c.status, c.reason) for c in fresh(cells)} == {(Cell.TIMEOUT, "wall")}
 
@@ -389,7 +392,7 @@ def test_heartbeat_writes_at_most_once_per_interval(version, settings):
     cells = make_cells(version, seeds=(0,))
     claim = storage.claim([cells[0].pk], worker="w1")
     Cell.objects.update(heartbeat_at=timezone.now() - timedelta(minutes=5))
-    beat = runner.Heartbeat(claim)
+    beat = heartbeat.Heartbeat(claim)
     beat.beat()
     assert timezone.now() - fresh(cells)[0].heartbeat_at < timedelta(seconds=30)
     assert not beat.lost
@@ -397,7 +400,7 @@ def test_heartbeat_writes_at_most_once_per_interval(version, settings):
     beat.beat()
     assert beat.lost
     settings.HARNESS_HEARTBEAT_INTERVAL = 3600.0
-    slow = runner.Heartbeat(claim)
+    slow = heartbeat.Heartbeat(claim)
     Cell.objects.update(status=Cell.RUNNING, heartbeat_at=timezone.now() - timedelta(minutes=5))
     slow.beat()
     assert timezone.now() - fresh(cells)[0].heartbeat_at > timedelta(minutes=4)
@@ -423,7 +426,7 @@ def test_reaper_requeues_stale_cells_and_fails_those_out_of_attempts(
         Cell.QUEUED, 1, "", None)
     assert (tired.status, tired.reason) == (Cell.FAILED, "infrastructure")
     assert alive.status == Cell.RUNNING
-    page = runner.reason_text(lost)
+    page = status.reason_text(lost)
     assert page.startswith("waiting to run again (attempt 2)")
 
 
@@ -470,7 +473,7 @@ def test_status_page_shows_killed_with_its_reason_and_details_to_the_owner_only(
     submission.cells.set(cells)
     Cell.objects.filter(pk=cells[0].pk).update(
         status=Cell.KILLED, reason="memory", attempts=1, worker="cpu@box",
-        error="killed: out of memory SECRET-ERR", output="printed SECRET-OUT")
+        error="killed: out of memory SECRET-ERR", captured="printed SECRET-OUT")
     Cell.objects.filter(pk=cells[1].pk).update(status=Cell.RUNNING, attempts=2, worker="cpu@b")
     Cell.objects.filter(pk=cells[2].pk).update(status=Cell.TIMEOUT, reason="wall", attempts=1)
     Cell.objects.filter(pk=cells[3].pk).update(status=Cell.QUEUED, attempts=1)
@@ -482,7 +485,7 @@ def test_status_page_shows_killed_with_its_reason_and_details_to_the_owner_only(
     killed, running, timeout, queued = state["cells"]
     assert killed["label"] == "killed" and killed["reason_code"] == "memory"
     assert killed["reason"] == "killed by the sandbox: ran out of memory (address-space limit)"
-    assert (killed["error"], killed["output"]) == ("killed: out of memory SECRET-ERR",
+    assert (killed["error"], killed["captured"]) == ("killed: out of memory SECRET-ERR",
                                                    "printed SECRET-OUT")
     assert (running["attempts"], running["worker"]) == (2, "cpu@b")
     assert timeout["reason"] == "timed out: ran past its wall-clock limit"
@@ -493,7 +496,7 @@ def test_status_page_shows_killed_with_its_reason_and_details_to_the_owner_only(
     public = theirs.get(f"/runs/{submission.pk}/status.json").json()["cells"][0]
     assert public["reason"].startswith("killed by the sandbox: ran out of memory")
     assert "owner only" in public["reason"]
-    assert public["error"] is None and public["output"] is None and public["attempts"] == 1
+    assert public["error"] is None and public["captured"] is None and public["attempts"] == 1
     for response in (theirs.get(f"/runs/{submission.pk}/"),
                      theirs.get(f"/runs/{submission.pk}/status.json")):
         text = response.content.decode()
@@ -514,9 +517,12 @@ def test_cells_held_query_only_matches_the_claims_attempt(version):
 SETUP = """
 from django.contrib.auth.models import User
 from harness.objectives.loading import load_objective
-from webapp import runner, storage
+from harness import registry
+from webapp.execution import executors, heartbeat, status
+from webapp.execution import groups as work
+from webapp import storage
 from webapp.models import Cell, Submission
-suite = runner.suite_at("noisy-labels", "1.0+e2")
+suite = registry.suite_at("noisy-labels", "1.0+e2")
 version = storage.version_for(load_objective("ce"))
 user = User.objects.create_user("laptop")
 cells = [Cell.objects.create(version=version, suite="noisy-labels", suite_version="1.0+e2",
@@ -524,7 +530,7 @@ cells = [Cell.objects.create(version=version, suite="noisy-labels", suite_versio
          for v in ("clean", "sym-0.4") for s in (0, 1)]
 submission = Submission.objects.create(owner=user, version=version, suites=["noisy-labels"])
 submission.cells.set(cells)
-runner.enqueue(submission)
+executors.enqueue(submission)
 print("SUBMISSION", submission.pk)
 """
 

@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from harness.objectives.builtin import BUILTIN_NAMES
+from harness import registry
 from harness.objectives.template import TEMPLATE, render
-from harness.objectives.validate import Problem, Report, validate
+from harness.objectives.validate import Problem, Validation, validate
 
 
 def write(tmp_path, body, name="bad.py"):
@@ -17,7 +17,7 @@ def write(tmp_path, body, name="bad.py"):
     return str(path)
 
 
-def only_problem(report: Report) -> Problem:
+def only_problem(report: Validation) -> Problem:
     assert len(report.problems) == 1, report.format()
     return report.problems[0]
 
@@ -319,7 +319,7 @@ def test_format_error_block(tmp_path):
     assert text.splitlines()[-1] == f"FAILED: {spec} — 1 error"
 
 
-@pytest.mark.parametrize("name", BUILTIN_NAMES)
+@pytest.mark.parametrize("name", list(registry.builtins()))
 def test_builtins_validate_without_problems(name):
     report = validate(name)
     assert report.ok and report.problems == [], report.format()

@@ -71,6 +71,8 @@ def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[Cel
     still holds (the claim's attempt is counted already); others are skipped. Returns the
     number of cells stored.
     """
+    results = list(results)
+    _check_declared(suite, results)
     count = 0
     now = timezone.now()
     for r in results:
@@ -107,6 +109,24 @@ def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[Cel
                                   for k, v in r.curves.items())
         count += 1
     return count
+
+
+def _check_declared(suite: Suite, results: list[CellResult]) -> None:
+    """Every metric and curve a result holds is one the suite declares: a judge that
+    computes something its suite forgot to declare fails loudly, before anything is
+    written (the pages, tables and exports only know declared ones)."""
+    metrics = {m.name for m in suite.metrics}
+    curves = {c.name for c in suite.curves}
+    for r in results:
+        suite.variant(r.variant)
+        for name in r.metrics:
+            if name not in metrics:
+                raise ValueError(f"suite {suite.name!r}: undeclared metric {name!r} in a "
+                                 f"result (declare it in Suite.metrics)")
+        for name in r.curves:
+            if name not in curves:
+                raise ValueError(f"suite {suite.name!r}: undeclared curve {name!r} in a "
+                                 f"result (declare it in Suite.curves)")
 
 
 # --- the cell lifecycle ------------------------------------------------------------------

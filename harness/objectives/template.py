@@ -19,7 +19,9 @@ What to fill in:
      is a working temperature-scaled cross-entropy, so this file runs as it is.
   3. Hyperparameters are the keyword-only arguments after ``*``, each with a
      default (your recommended value). Override them without editing this file:
-         harness run suite noisy-labels --objective {name}.py --set temperature=2.0
+         harness run suite {suite} --objective {name}.py --set temperature=2.0
+     (``harness ls`` lists the suites; every suite that takes classification_loss
+     runs this file.)
   4. Check the file before running anything:
          harness validate {name}.py
 """
@@ -59,8 +61,15 @@ def classification_loss(
 '''
 
 
-def render(name: str) -> str:
-    """The template with ``name`` filled in; ``name`` must be one line without quotes."""
+def render(name: str, suite: str | None = None) -> str:
+    """The template with ``name`` filled in; ``name`` must be one line without quotes.
+    ``suite`` (default: the first registered suite taking ``classification_loss``) is the
+    one its example command runs."""
     if not name.strip() or any(c in name for c in '\n\r"\\'):
         raise ValueError(f"objective name {name!r} must be one line without quotes")
-    return TEMPLATE.replace(PLACEHOLDER, name)
+    if suite is None:
+        from harness import registry
+
+        suite = next(s.name for s in registry.all_suites()
+                     if "classification_loss" in s.accepted_hooks)
+    return TEMPLATE.replace(PLACEHOLDER, name).replace("{suite}", suite)

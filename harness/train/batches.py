@@ -6,7 +6,7 @@ loss. Each member draws its own data order from its seed's stream, so seed k see
 same order whatever the objective (paired seeds).
 
 - :class:`Shuffled` — one dataset, reshuffled every epoch per member, in batches: class
-  labels (inputs shared by every member, noisy labels per member), token sequences with
+  labels (inputs shared by every member, each member's own labels), token sequences with
   their masks, anything indexed by sample;
 - :class:`Paired` — two samplers stepped together (a forget batch with a retain batch),
   the epoch being the first one's; the second cycles through its own epochs.
@@ -49,7 +49,7 @@ class Shuffled:
     """Batches of one dataset in each member's own order, reshuffled every epoch.
 
     ``shared`` tensors are ``[N, ...]`` (the same for every member: inputs), ``own``
-    tensors ``[M, N, ...]`` (per member: its noisy labels). Every batch also holds
+    tensors ``[M, N, ...]`` (per member: its own, e.g. noisy, labels). Every batch also holds
     ``index``, the samples' indices ``[M, B]``. The last batch of an epoch may be short.
     ``stream`` names a separate order stream (a second sampler of the same seeds).
     """

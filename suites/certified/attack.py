@@ -1,6 +1,6 @@
 """PGD: the trusted evaluation attack (batched over members) and the training attack.
 
-Evaluation (PROTOCOLS §2.5 [R]): margin loss ``max_{j≠y} z_j − z_y``, 100 steps of
+Evaluation (see this suite's README): margin loss ``max_{j≠y} z_j − z_y``, 100 steps of
 size 0.25·ε (per input dimension: 0.25 × the box radius), ×0.1 at 50 %, 80 % and 90 %
 of the steps, 5 restarts from uniform random points of the box, projection by
 clamping to the box (the ε-ball intersected with the valid input range). A sample

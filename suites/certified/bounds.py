@@ -2,7 +2,7 @@
 
 Certified L∞ robustness asks for lower bounds on the margins ``z_y(x') − z_j(x')`` over the box
 ``B(x) = {x' : ‖x' − x‖∞ ≤ ε} ∩ [x_min, x_max]``. A margin lower bound > 0 for every j ≠ y
-proves that no x' in the box changes the prediction (PROTOCOLS.md §2.2).
+proves that no x' in the box changes the prediction (README.md in this folder).
 
 Supported layers: ``nn.Linear``, ``nn.Conv2d`` (zero padding), ``nn.BatchNorm1d/2d`` (eval mode:
 running statistics, i.e. an affine map), ``nn.Flatten`` and ``nn.ReLU``, in an ``nn.Sequential``

@@ -32,7 +32,8 @@ class Box:
     """The threat model in model-input space: the pixel ε-ball ∩ [0, 1]^d, normalised.
 
     With normalisation ``(x − μ_c)/σ_c`` the radius is ε/σ_c per channel and the box is
-    clipped to ``[−μ_c/σ_c, (1 − μ_c)/σ_c]`` (PROTOCOLS §2.1); without, it is ε and [0, 1].
+    clipped to ``[−μ_c/σ_c, (1 − μ_c)/σ_c]`` (pixel ε, as CIFAR papers state it); without, it
+    is ε and [0, 1].
     """
 
     scale: Tensor | float = 1.0  # 1/σ_c, shaped [C, 1, 1]

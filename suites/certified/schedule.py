@@ -1,7 +1,7 @@
 """The ε and κ schedules of certified training, as functions of ``progress`` (torch-free).
 
 ``progress`` is the fraction of training done (``step / total_steps``), the same
-number the hooks receive. PROTOCOLS §2.6: a natural warm-up at ε = 0, a linear ε
+number the hooks receive. This suite's protocol: a natural warm-up at ε = 0, a linear ε
 ramp to ε_train, then ε_train until the end. The IBP loss weight κ follows the ramp:
 κ = 1 − (1 − κ_final)·ε_t/ε_train, i.e. 1 during the warm-up, then linearly to
 κ_final when ε reaches ε_train (Gowal et al.'s nominal/verified weights 1→0.5 and

@@ -1,4 +1,4 @@
-"""Label-noise generators (PROTOCOLS.md §1.2), numpy only, each from an explicit Generator.
+"""Label-noise generators (README.md in this folder), numpy only, each from an explicit Generator.
 
 The noise draw depends on (variant, seed) only, never on the objective, so every
 objective sees the same noisy labels for seed k (paired seeds).

@@ -237,8 +237,9 @@ def profile_curves(obj: Objective, suites: list[Suite], numbers: dict,
 
 def build_curves(obj: Objective, suite: Suite, variant: str) -> dict:
     """Per version label and declared curve: mean with a ±1 s.d. band over seeds at each
-    point, every seed's values (not the reference's), and the curve's x values: 1…n of its
-    axis, or the stored curve it names (an ε grid)."""
+    point, every seed's values (of drawn curves, not the reference's), and the curve's x
+    values: 1…n of its axis, or the stored curve it names (an ε grid). ``specs`` lists the
+    curves to draw; the others hold x values or a reliability diagram's bins."""
     versions, ref = table_versions(suite)
     chosen = [v for v in versions if v.objective_id == obj.pk]
     labels = storage.version_labels(versions)
@@ -261,9 +262,7 @@ def build_curves(obj: Objective, suite: Suite, variant: str) -> dict:
         payload = {}
         for name, seeds in sorted(curves.items()):
             spec = declared[name]
-            if not spec.drawn:
-                continue
-            band = _band(seeds, keep_seeds=not is_ref)
+            band = _band(seeds, keep_seeds=not is_ref and spec.drawn)
             grid = curves.get(spec.x_values, {}) if spec.x_values else {}
             band["x"] = (_band(grid, keep_seeds=False)["mean"] if grid
                          else list(range(1, len(band["mean"]) + 1)))

@@ -1,4 +1,4 @@
-"""Focal loss, Lin et al. 2017, with APL's noisy-label setting (gamma=0.5)."""
+"""Focal loss, Lin et al. 2017, with APL's label-noise setting (gamma=0.5)."""
 
 import torch
 

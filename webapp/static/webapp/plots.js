@@ -128,7 +128,9 @@
     Object.keys(d.by_label).forEach(function (label) {
       var entry = d.by_label[label];
       labels.push({label: label, is_reference: entry.is_reference});
-      Object.keys(entry.curves).forEach(function (n) { if (names.indexOf(n) < 0) { names.push(n); } });
+      Object.keys(entry.curves).forEach(function (n) {
+        if (names.indexOf(n) < 0 && (!d.specs || d.specs[n])) { names.push(n); }
+      });
     });
     if (!names.length) { el.textContent = "No curves stored."; return; }
     var colors = colorFor(labels), traces = [];
