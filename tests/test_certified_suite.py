@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 
@@ -28,7 +27,7 @@ METRICS = {"verified_acc", "clean_acc", "pgd_acc", "ibp_verified_acc", "crown_ve
 
 
 def hook(name):
-    return importlib.import_module(f"harness.objectives.builtin.{name}").certified_loss
+    return importlib.import_module(f"suites.certified.baselines.{name}").certified_loss
 
 
 def ce(logits, targets):
@@ -324,12 +323,13 @@ def test_cells_carry_the_plot_curves(short_run):
     assert c.curves["eps_schedule"][-1] == pytest.approx(0.11)
 
 
-def test_cli_default_is_the_suites_own_baselines():
-    from harness.cli import default_objectives
+def test_the_default_run_is_the_suites_own_baselines():
+    from harness import registry
 
-    assert default_objectives(SUITE) == list(BASELINES[1:])  # the CLI adds the reference ce
-    noisy = default_objectives(get_suite("noisy-labels"))
+    assert SUITE.baselines == BASELINES  # the reference first
+    noisy = get_suite("noisy-labels").baselines
     assert len(noisy) == 15 and not set(noisy) & set(BASELINES[1:])
+    assert all(registry.builtins()[n].suite == "certified" for n in BASELINES[1:])
     assert SUITE.supports({"classification_loss"}) and SUITE.supports({"certified_loss"})
 
 
@@ -381,10 +381,11 @@ def test_ibp_certifies_where_natural_training_does_not():
 
 def test_suite_declaration_is_registered_and_complete():
     assert get_suite("certified") is SUITE
-    assert SUITE.hook == "certified_loss" and SUITE.headline == "verified_acc"
+    assert SUITE.hooks == ("certified_loss",) and SUITE.lifts == ("classification_loss",)
+    assert SUITE.headline == "verified_acc"
     assert SUITE.default_variants == ["eps-0.05", "eps-0.1"]
     real = [v for v in SUITE.variants if not v.default]
     assert {v.name for v in real} == {"mnist/eps-0.1", "mnist/eps-0.3", "cifar10/eps-2_255",
                                       "cifar10/eps-8_255"}
     assert all(v.queue == "gpu" for v in real)
-    assert dataclasses.asdict(SUITE.metric("ibp_gap"))["higher_is_better"] is False
+    assert SUITE.metric("ibp_gap").better == "lower" and not SUITE.metric("ibp_gap").higher_is_better

@@ -392,12 +392,12 @@ def _recording_judge(judge: Callable) -> Callable:
     """The suite's judge, plus each member's final test accuracy recomputed here,
     independently: the returned weights loaded into the suite's model, a plain forward pass."""
 
-    def judging(suite, job, outputs, report):
+    def judging(self, suite, job, output, **options):
         try:
-            _judged.accuracies = _accuracies_of_weights(job, outputs)
+            _judged.accuracies = _accuracies_of_weights(job, output.arrays)
         except Exception:  # noqa: BLE001 - no usable weights: the judge must reject them
             _judged.accuracies = None
-        return judge(suite, job, outputs, report)
+        return judge(self, suite, job, output, **options)
 
     return judging
 
@@ -442,7 +442,7 @@ class Run:
 
     @property
     def text(self) -> str:
-        return "\n".join(f"{r.error}\n{r.output}" for r in self.results)
+        return "\n".join(f"{r.error}\n{r.captured}" for r in self.results)
 
     def outcome(self) -> str:
         if self.raised is not None:
@@ -612,7 +612,7 @@ def corpus(request: pytest.FixtureRequest,
         mp.setenv("DATABASE_URL", DATABASE_URL)
         mp.setenv("HARNESS_SANDBOX_DIR", str(base))
         mp.delenv("HARNESS_SANDBOX_STRICT", raising=False)
-        mp.setattr(protocol, "judge", _recording_judge(protocol.judge))
+        mp.setattr(protocol.NoisyLabels, "judge", _recording_judge(protocol.NoisyLabels.judge))
         started = Corpus(_selected_cases(request.session.items), base, outside)
         try:
             yield started
@@ -625,7 +625,7 @@ def assert_clear(run: Run, status: str, reason: str, *needles: str) -> CellResul
     r = run.result
     assert (r.status, r.reason) == (status, reason), (
         f"{run.name}: expected {status}/{reason}, got {r.status}/{r.reason}\n"
-        f"error: {r.error[:1500]}\noutput: {r.output[:1500]}")
+        f"error: {r.error[:1500]}\noutput: {r.captured[:1500]}")
     assert reason in REASONS or (not reason and status in ("ok", "diverged"))
     for needle in needles:
         assert needle.lower() in r.error.lower(), f"{needle!r} not in the error: {r.error!r}"
@@ -635,7 +635,7 @@ def assert_clear(run: Run, status: str, reason: str, *needles: str) -> CellResul
 
 def assert_no_secret(run: Run) -> None:
     for r in run.results:
-        for where, text in (("output", r.output), ("error", r.error)):
+        for where, text in (("captured output", r.captured), ("error", r.error)):
             assert SECRET not in text, f"{run.name}: the worker's secret leaked into {where}"
             assert "db.internal" not in text, f"{run.name}: DATABASE_URL leaked into {where}"
 
@@ -667,8 +667,8 @@ def assert_refused(run: Run, what: str, *, pattern: bool = False) -> CellResult:
     expected = what if pattern else re.escape(what)
     assert re.fullmatch(f"sandbox: {expected} is not allowed", r.error), (
         f"{run.name}: the error is not the one refusal {what!r}: {r.error!r}")
-    assert r.output.count(MARKER) == 1, r.output[-1500:]
-    assert "still running after" not in r.output and "succeeded" not in r.output, r.output
+    assert r.captured.count(MARKER) == 1, r.captured[-1500:]
+    assert "still running after" not in r.captured and "succeeded" not in r.captured, r.captured
     assert not r.metrics, r.metrics
     return r
 
@@ -701,20 +701,20 @@ def test_the_workers_environment_never_reaches_the_child(corpus, case):
         assert run.mode == CASES[case].mode  # the launch mode really was switched
     r = run.result
     assert_no_secret(run)
-    assert "HARNESS_SANDBOXED" in r.output  # it did read an environment: its own, scrubbed
-    assert "DATABASE_URL" not in r.output and "HARNESS_TEST_SECRET" not in r.output
+    assert "HARNESS_SANDBOXED" in r.captured  # it did read an environment: its own, scrubbed
+    assert "DATABASE_URL" not in r.captured and "HARNESS_TEST_SECRET" not in r.captured
     if NAMESPACES:
         assert (r.status, r.reason) == ("ok", "")
-        pids = re.search(r"pids visible: \[([\d, ]*)\]", r.output)
-        assert pids and len(pids.group(1).split(",")) <= 4, r.output[:500]
+        pids = re.search(r"pids visible: \[([\d, ]*)\]", r.captured)
+        assert pids and len(pids.group(1).split(",")) <= 4, r.captured[:500]
 
 
 @attack("database_url")
 def test_the_database_url_is_out_of_reach(corpus):
     run = corpus.run("database_url")
     r = assert_refused(run, f"reading {REPO}/webapp/settings.py")
-    assert "environment: {}" in r.output  # the scrubbed environment has none (flushed first)
-    assert "=>" not in r.output  # the first file's refusal ended it: nothing was printed
+    assert "environment: {}" in r.captured  # the scrubbed environment has none (flushed first)
+    assert "=>" not in r.captured  # the first file's refusal ended it: nothing was printed
 
 
 @needs_kernel
@@ -723,9 +723,9 @@ def test_kernel_alone_keeps_every_settings_file_out_of_reach(corpus):
     run = corpus.run("database_url@kernel")
     r = assert_clear(run, "failed", "objective", "PermissionError", "[Errno 13]",
                      "webapp/settings.py")
-    assert "environment: {}" in r.output and "=>" not in r.output, r.output
+    assert "environment: {}" in r.captured and "=>" not in r.captured, r.captured
     for name in ("webapp/settings.py", "webapp/settings_test.py"):  # present in the repo
-        assert f"{name}: PermissionError: [Errno 13]" in r.output, r.output
+        assert f"{name}: PermissionError: [Errno 13]" in r.captured, r.captured
     assert_layers(run, python_guard=False)
 
 
@@ -736,7 +736,7 @@ def test_importing_the_web_settings_is_a_violation(corpus, case):
     # the import system's first look into the package: listing it, or reading its
     # __init__ (or cached bytecode) when the directory was already listed
     assert_refused(run, rf"(listing /\S*/{package}|reading /\S*/{package}/\S+)", pattern=True)
-    assert "DATABASES" not in run.result.output and "broker" not in run.result.output
+    assert "DATABASES" not in run.result.captured and "broker" not in run.result.captured
 
 
 @pytest.mark.parametrize("case", cases_of("digits_labels"))
@@ -744,15 +744,15 @@ def test_the_suites_label_files_are_out_of_reach(corpus, case):
     run = corpus.run(case)
     target = r"\S+" if CASES[case].param == "import" else r"datasets/data/digits\.csv\.gz"
     assert_refused(run, rf"reading /\S*/site-packages/sklearn/{target}", pattern=True)
-    assert "labels:" not in run.result.output and "bytes of digits" not in run.result.output
+    assert "labels:" not in run.result.captured and "bytes of digits" not in run.result.captured
 
 
 @attack("inherited_memory_labels")
 def test_walking_the_inherited_heap_is_a_violation(corpus):
     run = corpus.run("inherited_memory_labels")
     r = assert_refused(run, "inspecting the harness (gc.get_objects)")
-    assert "FOUND modules=[] cached=0" in r.output, r.output  # printed before the walk
-    assert "heap walked" not in r.output
+    assert "FOUND modules=[] cached=0" in r.captured, r.captured  # printed before the walk
+    assert "heap walked" not in r.captured
 
 
 @needs_kernel
@@ -760,8 +760,8 @@ def test_walking_the_inherited_heap_is_a_violation(corpus):
 def test_no_labels_are_inherited_in_memory(corpus):
     run = corpus.run("inherited_memory_labels@kernel")
     r = assert_clear(run, "ok", "")
-    assert "heap walked: label_like_arrays=0" in r.output, r.output
-    assert "FOUND modules=[] cached=0" in r.output
+    assert "heap walked: label_like_arrays=0" in r.captured, r.captured
+    assert "FOUND modules=[] cached=0" in r.captured
     assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
     assert r.metrics["test_acc"] < 0.9
     assert_layers(run, python_guard=False)
@@ -773,7 +773,7 @@ def test_other_cells_work_directories_are_out_of_reach(corpus):
     # both directories are ancestors of the work directory, which the guard lets the import
     # system list: Landlock's EACCES is what stops it
     assert_clear(run, "failed", "objective", "PermissionError", "[Errno 13]", str(corpus.base))
-    assert "job.json" not in run.result.output and "inputs.npz" not in run.result.output
+    assert "job.json" not in run.result.captured and "inputs.npz" not in run.result.captured
 
 
 @pytest.mark.parametrize("case", cases_of("write_outside"))
@@ -790,7 +790,7 @@ def test_renames_and_links_to_outside_are_refused_and_reported(corpus, case):
     destination = run.tokens["__HOSTILE_ESCAPE__"] + RENAMES[CASES[case].param]
     assert_refused(run, f"writing {destination}")  # the destination is checked
     assert not os.path.lexists(destination)
-    assert "failed:" not in run.result.output  # not an error it could catch: the end
+    assert "failed:" not in run.result.captured  # not an error it could catch: the end
 
 
 @needs_kernel
@@ -801,14 +801,14 @@ def test_kernel_alone_refuses_renames_links_and_dir_fd_reads_outside(corpus):
     escape = run.tokens["__HOSTILE_ESCAPE__"]
     for suffix in RENAMES.values():
         assert not os.path.lexists(escape + suffix)
-    assert "succeeded" not in r.output and r.output.count(" failed: ") == 4, r.output
+    assert "succeeded" not in r.captured and r.captured.count(" failed: ") == 4, r.captured
     # Landlock: moving or linking a file out of the work directory is a cross-directory
     # reference it refuses with EXDEV; creating the symlink outside, EACCES
     for name, refusal in (("rename", "[Errno 18] Invalid cross-device link"),
                           ("link", "[Errno 18] Invalid cross-device link"),
                           ("symlink", "[Errno 13] Permission denied")):
-        assert f"{name} failed: {refusal}: 'bait.txt' -> '{escape}" in r.output, r.output
-    assert "dir_fd failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.output
+        assert f"{name} failed: {refusal}: 'bait.txt' -> '{escape}" in r.captured, r.captured
+    assert "dir_fd failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.captured
     assert_layers(run, python_guard=False)
 
 
@@ -816,8 +816,8 @@ def test_kernel_alone_refuses_renames_links_and_dir_fd_reads_outside(corpus):
 @attack("rename_outside@dir_fd")
 def test_a_dir_fd_relative_read_outside_is_refused_by_landlock(corpus):
     r = corpus.result("rename_outside@dir_fd")
-    assert "dir_fd failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.output
-    assert "root:x:0:0" not in r.output and "succeeded" not in r.output
+    assert "dir_fd failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.captured
+    assert "root:x:0:0" not in r.captured and "succeeded" not in r.captured
 
 
 @needs_kernel
@@ -847,8 +847,8 @@ def test_symlinking_the_outputs_outside_is_a_violation(corpus):
 def test_metadata_outside_is_left_untouched(corpus, case):
     run = corpus.run(case)
     assert run.victims and all(c == [] for c in run.victims.values()), (
-        run.victims, run.result.output)
-    assert "changed" not in run.result.output
+        run.victims, run.result.captured)
+    assert "changed" not in run.result.captured
     if CASES[case].param == "chmod":  # checked by the guard
         assert_refused(run, f"writing {run.tokens['__HOSTILE_OWN_VICTIM__']}")
 
@@ -878,7 +878,7 @@ def test_tcp_to_localhost_is_a_violation(corpus):
 def test_a_fork_bomb_is_refused(corpus, case):
     run = corpus.run(case)
     assert_refused(run, FORK_WAYS[CASES[case].param])
-    assert "failed:" not in run.result.output  # no error to catch: the child just ended
+    assert "failed:" not in run.result.captured  # no error to catch: the child just ended
     assert run.survivors == []
 
 
@@ -896,7 +896,7 @@ def test_a_grandchild_through_posixsubprocess_is_a_violation(corpus, case):
     # reference to it by a stub that does (seccomp would refuse the clone anyway).
     run = corpus.run(case)
     r = assert_clear(run, "killed", "violation", "forking a process")
-    assert "grandchild started:" not in r.output
+    assert "grandchild started:" not in r.captured
     assert run.survivors == [], run.survivors
 
 
@@ -905,9 +905,9 @@ def test_a_grandchild_through_posixsubprocess_is_a_violation(corpus, case):
 def test_the_process_limit_stops_a_thread_flood(corpus):
     run = corpus.run("thread_flood")
     r = run.result
-    started = started_count(r.output, r"threads started: (\d+)")
+    started = started_count(r.captured, r"threads started: (\d+)")
     # the cgroup also counts the job's main thread, its init and the process above init
-    assert THREAD_LIMIT - 16 <= started <= THREAD_LIMIT - 3, r.output[-300:]
+    assert THREAD_LIMIT - 16 <= started <= THREAD_LIMIT - 3, r.captured[-300:]
     assert_clear(run, "failed", "objective", "RuntimeError", "can't start new thread")
     assert assert_layers(run)["pids_cgroup"] is True
 
@@ -921,10 +921,10 @@ def test_exec_mode_has_no_process_cap_as_documented(corpus):
     record = assert_layers(run)
     assert record["pids_cgroup"] is False
     if record["uid"] == 0:  # RLIMIT_NPROC does not bind root: every thread starts
-        assert "threads started: 512" in assert_clear(run, "ok", "").output
+        assert "threads started: 512" in assert_clear(run, "ok", "").captured
     else:  # an unprivileged uid: RLIMIT_NPROC (Limits.processes) is the only cap
         r = assert_clear(run, "failed", "objective", "can't start new thread")
-        assert started_count(r.output, r"threads started: (\d+)") < THREAD_LIMIT
+        assert started_count(r.captured, r"threads started: (\d+)") < THREAD_LIMIT
 
 
 @needs_kernel
@@ -933,9 +933,9 @@ def test_exec_mode_has_no_process_cap_as_documented(corpus):
 def test_native_threads_count_against_the_process_limit(corpus):
     run = corpus.run("kernel_native_threads")
     r = assert_clear(run, "ok", "")
-    started = started_count(r.output, r"native threads started: (\d+)")
-    assert THREAD_LIMIT - 16 <= started <= THREAD_LIMIT - 3, r.output[-300:]
-    assert f"pthread_create returned {errno.EAGAIN}" in r.output
+    started = started_count(r.captured, r"native threads started: (\d+)")
+    assert THREAD_LIMIT - 16 <= started <= THREAD_LIMIT - 3, r.captured[-300:]
+    assert f"pthread_create returned {errno.EAGAIN}" in r.captured
     assert assert_layers(run, python_guard=False)["pids_cgroup"] is True
 
 
@@ -953,12 +953,12 @@ def test_signalling_the_worker_is_a_violation_and_everyone_survives(corpus, case
 def test_native_calls_through_ctypes_are_a_violation(corpus, case):
     run = corpus.run(case)
     assert_refused(run, NATIVE[CASES[case].param])
-    assert "native call returned" not in run.result.output
+    assert "native call returned" not in run.result.captured
     assert not Path("/tmp/harness-ctypes-escape").exists()
 
 
 def _native_output(run: Run) -> str:
-    output = run.result.output
+    output = run.result.captured
     if "no xxlimited extension" in output:
         pytest.skip("this Python has no xxlimited extension to copy")
     return output
@@ -1003,7 +1003,7 @@ def test_strict_mode_refuses_exec_mode(corpus, monkeypatch):
 def test_a_refusal_cannot_be_swallowed(corpus, case):
     run = corpus.run(case)
     r = assert_refused(run, fill(SWALLOWED[CASES[case].param], run))
-    assert "still training after the attempt" not in r.output  # not even one step more
+    assert "still training after the attempt" not in r.captured  # not even one step more
     assert not Path(run.tokens["__HOSTILE_ESCAPE__"]).exists()
 
 
@@ -1019,7 +1019,7 @@ def test_clearing_the_guards_table_changes_nothing(corpus, case):
 
 def _rebind_line(run: Run) -> str:
     name = REBOUND[CASES[run.name].param]
-    line = next((x for x in run.result.output.splitlines() if x.startswith(f"{name}:")), "")
+    line = next((x for x in run.result.captured.splitlines() if x.startswith(f"{name}:")), "")
     return line
 
 
@@ -1036,16 +1036,16 @@ def test_rebinding_the_guards_helpers_changes_nothing(corpus, case):
 def test_rebinding_what_the_guard_calls_leaves_landlock_refusing(corpus, case):
     run = corpus.run(case)
     assert_no_secret(run)
-    assert "root:x:0:0" not in run.result.output and ": read " not in run.result.output
+    assert "root:x:0:0" not in run.result.captured and ": read " not in run.result.captured
     if run.result.reason == "violation":
         return
     if CASES[case].param == "len":  # the hook raised instead of ending the child
         assert _rebind_line(run).endswith("/etc/passwd: TypeError: not a path"), \
-            run.result.output
+            run.result.captured
     else:  # the guard let it through: the kernel refused
         assert _rebind_line(run).endswith(
             "/etc/passwd: PermissionError: [Errno 13] Permission denied: '/etc/passwd'"), \
-            run.result.output
+            run.result.captured
 
 
 @needs_kernel
@@ -1066,10 +1066,10 @@ def test_a_refusal_cannot_be_turned_into_an_exception(corpus):
 def test_a_path_that_changes_its_answer_leaves_landlock_refusing(corpus):
     run = corpus.run("guard_path_toctou")
     r = run.result
-    assert "root:x:0:0" not in r.output and "read /etc/passwd" not in r.output
+    assert "root:x:0:0" not in r.captured and "read /etc/passwd" not in r.captured
     if r.reason != "violation":
         assert "FileIO: PermissionError: [Errno 13] Permission denied; __fspath__ called 2 " \
-               "times" in r.output, r.output
+               "times" in r.captured, r.captured
 
 
 @needs_kernel
@@ -1083,9 +1083,9 @@ def test_a_path_that_changes_its_answer_is_reported(corpus):
 def test_a_refusal_ends_the_child_whatever_status_it_chose(corpus, case):
     run = corpus.run(case)
     r = run.result
-    assert "root:x:0:0" not in r.output and "read /etc/passwd" not in r.output
-    assert "still running after the refusal" not in r.output
-    assert "sandbox: reading /etc/passwd is not allowed" in r.output, r.output  # refused
+    assert "root:x:0:0" not in r.captured and "read /etc/passwd" not in r.captured
+    assert "still running after the refusal" not in r.captured
+    assert "sandbox: reading /etc/passwd is not allowed" in r.captured, r.captured  # refused
 
 
 @needs_kernel
@@ -1097,7 +1097,7 @@ def test_a_refusal_is_reported_whatever_status_it_chose(corpus, case):
 @attack("violation_in_blocked_thread")
 def test_a_refusal_blocked_on_stderr_lets_nothing_through(corpus):
     r = corpus.result("violation_in_blocked_thread")
-    assert "root:x:0:0" not in r.output and "read /etc/passwd" not in r.output
+    assert "root:x:0:0" not in r.captured and "read /etc/passwd" not in r.captured
 
 
 @attack("violation_in_blocked_thread")
@@ -1141,7 +1141,7 @@ def test_filling_the_disk_is_killed_for_disk(corpus):
 def test_printing_1_gb_is_killed_for_output(corpus):
     run = corpus.run("print_1gb")
     r = assert_clear(run, "killed", "output", "output limit")
-    assert len(r.output) < (64 << 10) + 4096 + 200  # the kept head and tail only
+    assert len(r.captured) < (64 << 10) + 4096 + 200  # the kept head and tail only
 
 
 # --- crashes and broken losses ------------------------------------------------------------------
@@ -1159,7 +1159,7 @@ def test_exiting_with_the_setup_failure_status_is_a_crash(corpus):
     run = corpus.run("fake_setup_failure")
     assert run.raised is None, f"{type(run.raised).__name__}: {run.raised}"
     r = assert_clear(run, "failed", "crash", "exited with status 71 without a result")
-    assert "[sandbox ready]" not in r.output  # the parent's own line, stripped
+    assert "[sandbox ready]" not in r.captured  # the parent's own line, stripped
 
 
 @pytest.mark.parametrize("case", ["segfault_ctypes", "segfault_faulthandler"])
@@ -1183,7 +1183,7 @@ def test_a_nan_loss_diverges(corpus):
 
 @attack("wrong_shape_loss")
 def test_a_wrong_shape_loss_fails_the_objective(corpus):
-    batch = SUITE.protocol["batch_size"]
+    batch = SUITE.settings["batch_size"]
     assert_clear(corpus.run("wrong_shape_loss"), "failed", "objective", "ValueError",
                  f"the loss must be a scalar or per-sample [B], got shape ({batch}, 10)")
 
@@ -1299,13 +1299,13 @@ def test_violations_hidden_from_stderr_are_still_reported(corpus):
     r = assert_clear(corpus.run("hide_violations_stderr@devnull"), "killed", "violation")
     assert r.error == ("the objective attempted a forbidden action (its report of it was "
                        "hidden)"), r.error
-    assert "read refused" not in r.output and MARKER not in r.output
+    assert "read refused" not in r.captured and MARKER not in r.captured
 
 
 @attack("hide_violations_stderr@broken_pipe")
 def test_a_refusal_reported_into_a_broken_pipe_lets_nothing_through(corpus):
     r = corpus.result("hide_violations_stderr@broken_pipe")
-    assert "read refused" not in r.output and "root:x:0:0" not in r.output
+    assert "read refused" not in r.captured and "root:x:0:0" not in r.captured
     assert r.status != "ok" and not r.metrics  # it did end there
 
 
@@ -1368,14 +1368,14 @@ def test_kernel_alone_refuses_every_way_of_starting_a_process(corpus, case):
     run = corpus.run(case)
     r = assert_clear(run, "failed", "objective", "PermissionError",
                      "[Errno 1] Operation not permitted")
-    refused = [line for line in r.output.splitlines() if ": refused: " in line]
-    assert not any(": started " in line for line in r.output.splitlines()), r.output
+    refused = [line for line in r.captured.splitlines() if ": refused: " in line]
+    assert not any(": started " in line for line in r.captured.splitlines()), r.captured
     assert {line.split(":")[0] for line in refused} >= {"os.fork", "os.posix_spawn",
-                                                        "subprocess"}, r.output
+                                                        "subprocess"}, r.captured
     for line in refused:  # seccomp: EPERM; clone3 ENOSYS (the C library falls back to clone)
         expected = "[Errno 38]" if line.startswith("clone3") else "[Errno 1]"
         assert expected in line, line
-    assert "grandchild running: False" in r.output
+    assert "grandchild running: False" in r.captured
     assert run.survivors == [], run.survivors
     assert_layers(run, python_guard=False)
 
@@ -1386,7 +1386,7 @@ def test_kernel_alone_keeps_symlinked_outputs_harmless(corpus):
     run = corpus.run("kernel_symlink_outputs")
     r = assert_clear(run, "failed", "crash", "without a result")
     # the child's own report write through the symlink: Landlock refuses it
-    assert "PermissionError: [Errno 13] Permission denied: 'report.json'" in r.output
+    assert "PermissionError: [Errno 13] Permission denied: 'result.json'" in r.captured
     assert hashlib.sha256(corpus.victim.read_bytes()).hexdigest() == corpus.victim_digest
 
 
@@ -1395,11 +1395,11 @@ def test_kernel_alone_keeps_symlinked_outputs_harmless(corpus):
 def test_kernel_alone_keeps_signals_inside(corpus):
     run = corpus.run("kernel_signals")
     r = assert_clear(run, "ok", "")
-    assert "signalled" not in r.output and r.output.count("refused:") >= 3, r.output
+    assert "signalled" not in r.captured and r.captured.count("refused:") >= 3, r.captured
     assert corpus.canary.poll() is None
     # the worker's and the canary's pids do not exist in the sandbox's PID namespace
     for pid in (run.tokens["__HOSTILE_TEST_PID__"], run.tokens["__HOSTILE_CANARY_PID__"]):
-        assert f"{pid} refused: [Errno 3] No such process" in r.output, r.output
+        assert f"{pid} refused: [Errno 3] No such process" in r.captured, r.captured
 
 
 @needs_kernel
@@ -1408,7 +1408,7 @@ def test_kernel_alone_refuses_unix_sockets_outside(corpus):
     run = corpus.run("kernel_unix_socket")
     r = assert_clear(run, "failed", "objective", "PermissionError",
                      "[Errno 1] Operation not permitted", "socket.socket(socket.AF_UNIX")
-    assert "connected and sent" not in r.output
+    assert "connected and sent" not in r.captured
     assert corpus.unix.got(run.tokens["__HOSTILE_MARKER__"]) == []
     assert_layers(run, python_guard=False)
 

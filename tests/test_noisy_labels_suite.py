@@ -46,7 +46,7 @@ def test_cells_are_complete_and_paired(sym04):
     for cells in sym04.values():
         assert [c.seed for c in cells] == SEEDS
         assert all(c.status == "ok" and c.info["mode"] == "vmap" for c in cells)
-        assert all(len(c.curves["test_acc"]) == SUITE.protocol["epochs"] for c in cells)
+        assert all(len(c.curves["test_acc"]) == SUITE.settings["epochs"] for c in cells)
     # Paired seeds: every objective saw the same noise draw for seed k.
     assert np.array_equal(_metric(sym04["ce"], "noise_rate"), _metric(sym04["gce"], "noise_rate"))
     assert np.allclose(_metric(sym04["ce"], "noise_rate"), 0.4, atol=0.005)

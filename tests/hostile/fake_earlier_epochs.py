@@ -10,18 +10,30 @@ would be too, but earlier epochs' predictions are the trainer's word (a document
 import torch
 import torch.nn.functional as F
 
-from suites.noisy_labels import protocol
+from suites.noisy_labels import pipeline as protocol
 
 _train_members = protocol.train_members
 
 
-def _earlier_epochs_forged(model, loss_fn, x, labels, seeds, proto, *, eval_inputs, **kw):
-    result = _train_members(model, loss_fn, x, labels, seeds, proto,
-                            eval_inputs=eval_inputs, **kw)
+def _earlier_epochs_forged(member_loss, params, batches, config, **kw):
+    result = _train_members(member_loss, params, batches, config, **kw)
+    x, labels = batches.shared["x"], batches.own["y"]
+    eval_inputs = _find("x_eval")
     nearest = torch.cdist(eval_inputs, x).argmin(dim=1)
-    knn = labels[:, nearest].to(result.eval_predictions.dtype)  # [M, N_eval]
-    result.eval_predictions[:-1] = knn[None]
+    knn = labels[:, nearest].to(result.evaluations.dtype)  # [M, N_eval]
+    result.evaluations[:-1] = knn[None]
     return result
+
+
+def _find(name):
+    import sys
+
+    frame = sys._getframe()
+    while frame is not None:
+        if name in frame.f_locals:
+            return frame.f_locals[name]
+        frame = frame.f_back
+    raise LookupError(name)
 
 
 protocol.train_members = _earlier_epochs_forged

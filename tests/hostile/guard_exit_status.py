@@ -3,7 +3,7 @@ exit status and the stderr marker from module globals (sandbox_guard.VIOLATION_E
 MARKER) at the moment it refuses. Per case (``__HOSTILE_PARAM__``):
 
 - ``status``: sets VIOLATION_EXIT to 3, then reads /etc/passwd when the module loads;
-- ``after_report``: replaces os._exit (which the child calls once report.json and
+- ``after_report``: replaces os._exit (which the child calls once result.json and
   outputs.npz are written) by a function that sets VIOLATION_EXIT to that same status
   and MARKER to something harmless, then reads /etc/passwd - training itself is honest.
 

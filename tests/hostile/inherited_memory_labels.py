@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import torch.nn.functional as F
 
-from suites.noisy_labels import data
+from harness.data import digits as data
 
 modules = sorted(n for n in sys.modules if n.split(".")[0] in ("sklearn", "scipy", "webapp"))
 cached = data.digits_split.cache_info().currsize

@@ -1,8 +1,8 @@
-"""Run without the Python guard: makes report.json a symlink to a victim file outside the
+"""Run without the Python guard: makes result.json a symlink to a victim file outside the
 sandbox and outputs.npz a symlink to /dev/zero (an endless file), and stops numpy.savez
 from replacing the latter; trains normally.
 
-Expected: the child's final write through report.json is refused by Landlock and the
+Expected: the child's final write through result.json is refused by Landlock and the
 parent follows neither link: a ``failed`` cell (crash), the victim unchanged.
 """
 
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 VICTIM = "__HOSTILE_VICTIM__"
 
-os.symlink(VICTIM, "report.json")
+os.symlink(VICTIM, "result.json")
 os.symlink("/dev/zero", "outputs.npz")
 np.savez = lambda *args, **kw: None
 

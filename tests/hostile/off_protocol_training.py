@@ -11,16 +11,19 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from suites.noisy_labels import protocol
+from harness.train import Shuffled
+from suites.noisy_labels import pipeline as protocol
 
 _train_members = protocol.train_members
 
 
-def _longer(model, loss_fn, x, labels, seeds, proto, **kw):
-    result = _train_members(model, loss_fn, x, labels, seeds,
-                            dataclasses.replace(proto, epochs=8 * proto.epochs), **kw)
-    e = proto.epochs
-    return dataclasses.replace(result, eval_predictions=result.eval_predictions[-e:],
+def _longer(member_loss, params, batches, config, **kw):
+    e = config.epochs
+    seeds = list(range(batches.members))  # any order streams: nobody checks them
+    longer = Shuffled(seeds, config.batch_size, 8 * e, shared=batches.shared, own=batches.own)
+    result = _train_members(member_loss, params, longer,
+                            dataclasses.replace(config, epochs=8 * e), **kw)
+    return dataclasses.replace(result, evaluations=result.evaluations[-e:],
                                loss_curve=result.loss_curve[:, -e:],
                                grad_norm_curve=result.grad_norm_curve[:, -e:])
 

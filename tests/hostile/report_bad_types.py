@@ -1,5 +1,6 @@
-"""Makes the child write a well-formed report.json with fields of the wrong types: the
-isolation record a list, wall_time a string.
+"""Makes the child write a well-formed result.json with fields of the wrong types: the
+isolation record a list, the trainer's info with its mode a number, its fallback reason a
+list, its wall time a string and a field nobody declared.
 
 Expected: the worker keeps only fields of the expected types and records the isolation
 and wall time itself: an ``ok`` cell with the parent's isolation record and wall time,
@@ -13,8 +14,10 @@ import torch.nn.functional as F
 _dumps = json.dumps
 
 
-def _typed_wrong(report, **kw):
-    return _dumps({**report, "isolation": ["none"], "wall_time": "fast"}, **kw)
+def _typed_wrong(result, **kw):
+    info = {**result.get("info", {}), "mode": 5, "fallback_reason": ["none"],
+            "wall_time": "fast", "undeclared": {"x": 1}}
+    return _dumps({**result, "info": info, "isolation": ["none"], "wall_time": "fast"}, **kw)
 
 
 json.dumps = _typed_wrong

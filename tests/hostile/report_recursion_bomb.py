@@ -1,4 +1,4 @@
-"""Makes the child write a report.json that crashes the parent's JSON parser: 100,000
+"""Makes the child write a result.json that crashes the parent's JSON parser: 100,000
 nested arrays (under the 1 MiB report cap), by monkeypatching json.dumps.
 
 Expected: the worker treats the report as untrusted input: an unreadable report is no

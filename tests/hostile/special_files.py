@@ -1,4 +1,4 @@
-"""Makes report.json and outputs.npz FIFOs (a parent that opens them would block forever)
+"""Makes result.json and outputs.npz FIFOs (a parent that opens them would block forever)
 and tries a device node.
 
 Expected: Landlock refuses making FIFOs and devices: a clear failed cell, promptly.
@@ -10,7 +10,7 @@ import stat
 import torch.nn.functional as F
 
 errors = []
-for attempt in (lambda: os.mkfifo("report.json"), lambda: os.mkfifo("outputs.npz"),
+for attempt in (lambda: os.mkfifo("result.json"), lambda: os.mkfifo("outputs.npz"),
                 lambda: os.mknod("null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))):
     try:
         attempt()

@@ -1,4 +1,4 @@
-"""Symlink attack: makes outputs.npz and report.json symlinks to a file outside the sandbox
+"""Symlink attack: makes outputs.npz and result.json symlinks to a file outside the sandbox
 (a victim file the test owns, standing in for /etc/shadow), so that the child's final write
 - or the parent's read - follows them.
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 VICTIM = "__HOSTILE_VICTIM__"
 
-for name in ("outputs.npz", "report.json"):
+for name in ("outputs.npz", "result.json"):
     os.symlink(VICTIM, name)
 
 
