@@ -36,11 +36,12 @@ from torch.func import grad, vmap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import bounds  # noqa: E402
 from harness.models.mlp import mlp  # noqa: E402
+from suites.certified import bounds  # noqa: E402
 
 EPS = 0.1
 SEEDS = 5
+TRAIN_EPOCHS = [10]  # of the models whose bounds' tightness is measured (--smoke: 1)
 METHODS = {
     "ibp": lambda m, p, x, y: bounds.ibp_margins(m, p, x, EPS, y),
     "crown-ibp": lambda m, p, x, y: bounds.crown_margins(m, p, x, EPS, y, intermediate="ibp"),
@@ -86,9 +87,15 @@ def wait_quiet(max_wait: float, threshold: float = 0.15) -> None:
             return
 
 
-def timed(fns: dict, quiet: float, min_time: float = 0.2, rounds: int = 5) -> tuple[dict, float]:
+ROUNDS = {"min_time": 0.2, "rounds": 5}  # --smoke: one short round
+
+
+def timed(fns: dict, quiet: float, min_time: float | None = None,
+          rounds: int | None = None) -> tuple[dict, float]:
     """Best-of-``rounds`` seconds per call of each fn, rounds interleaved so that a busy
     neighbour hits all of them alike; and the CPU share other processes used meanwhile."""
+    min_time = ROUNDS["min_time"] if min_time is None else min_time
+    rounds = ROUNDS["rounds"] if rounds is None else rounds
     counts = {}
     for name, fn in fns.items():
         fn()
@@ -247,7 +254,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quiet-wait", type=float, default=20.0, metavar="S",
                     help="before each timing, wait up to S s for other processes to go quiet")
     ap.add_argument("--json", metavar="OUT", help="write the report as JSON")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a tiny run (MLP only, one short round, one training epoch)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.no_cnn, args.quiet_wait = True, 0.0
+        ROUNDS.update(min_time=0.0, rounds=1)
+        TRAIN_EPOCHS[0] = 1
     torch.set_num_threads(args.threads)
     x_tr, y_tr, x_te, y_te = digits()
     gen = torch.Generator().manual_seed(0)
@@ -287,8 +300,10 @@ def tightness_section(report: dict, x_tr, y_tr, x_te, y_te) -> None:
     torch.manual_seed(0)
     models = {"random init": mlp((64, 128, 128, 10))}
     t = time.perf_counter()
-    models["ce, 10 epochs"] = train(models["random init"], x_tr, y_tr, 10)
-    models["ibp ε=.1, 10 epochs"] = train(models["random init"], x_tr, y_tr, 10, ibp_eps=0.11)
+    epochs = TRAIN_EPOCHS[0]
+    models[f"ce, {epochs} epochs"] = train(models["random init"], x_tr, y_tr, epochs)
+    models[f"ibp ε=.1, {epochs} epochs"] = train(models["random init"], x_tr, y_tr, epochs,
+                                                  ibp_eps=0.11)
     report["train_s"] = time.perf_counter() - t
     tight_rows = [r for name, m in models.items() for eps in (0.05, 0.1)
                   for r in tightness(name, m, x_te, y_te, eps)]

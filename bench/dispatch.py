@@ -46,7 +46,12 @@ def main() -> None:
     parser.add_argument("--database",
                         default="postgres://harness:harness@127.0.0.1:5432/harness_dispatch")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/13")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a tiny run: 2 seeds, 1 epoch, 1 repeat, 2 groups")
     args = parser.parse_args()
+    if args.smoke:
+        args.seeds, args.epochs, args.repeats, args.groups = 2, 1, 1, 2
+        args.database += "_smoke"
     env = _environment(args)
     os.environ.update(env)
     _create_database(args.database)
@@ -69,7 +74,7 @@ def main() -> None:
     if args.epochs:
         suite = suite.shortened(args.epochs)
     seeds = list(range(args.seeds))
-    code = (ROOT / "harness/objectives/builtin/gce.py").read_text()
+    code = (ROOT / "harness/objectives/builtin/gce.py").read_text()  # the engine's built-in
     print(f"{SUITE} v{suite.version}, one group = 1 variant × {len(seeds)} seeds, "
           f"torch {torch.__version__}, {os.cpu_count()} cores")
     overhead(suite, code, seeds, args.repeats, env)

@@ -18,16 +18,17 @@ functions with the most cumulative time (cProfile).
 
 The suite is synthetic: ``bench-synthetic`` with ``--variants`` variants
 (``v00``...) and ``--metrics`` metrics (``m0`` is the headline, accuracy-like),
-registered only inside this process (``suites._REGISTRY`` points at a module
+registered only inside this process (``harness.registry.add_packages`` of a module
 object made here; the real suites stay registered, with no results). Objectives
-``obj-000``... (``obj-000`` is the reference; the first 15 are built-in baselines,
-the rest belong to 20 users, one in four private), one version each. Scores are
+``ce`` (the reference), ``obj-001``... (the first 15 are built-in baselines, the rest
+belong to 20 users, one in four private), one version each. Scores are
 drawn so that objectives differ by more than seed noise for some pairs and tie for
 others; ~1% of cells diverged, ~0.5% failed.
 
 Nothing is asserted: this prints a report (and ``--json OUT`` writes it).
 Run: ``.venv/bin/python bench/pages.py`` (full size, a few minutes on 2 cores), or
-``--objectives 40 --variants 8 --seeds 5 --repeats 20`` for a quick look.
+``--objectives 40 --variants 8 --seeds 5 --repeats 20`` for a quick look; ``--smoke`` is the
+tiny run the test suite makes so that this file cannot rot.
 Needs the PostgreSQL of ``scripts/services.sh``; ``--admin-url`` (default: the
 ``DATABASE_URL`` of the tests) is where the bench database is created from.
 """
@@ -93,7 +94,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "DATABASE_URL", "postgres://harness:harness@127.0.0.1:5432/harness"))
     p.add_argument("--keep", action="store_true", help="do not drop the database at the end")
     p.add_argument("--json", type=Path, help="write the full report here")
-    return p.parse_args(argv)
+    p.add_argument("--smoke", action="store_true",
+                   help="a tiny run (6 objectives, 3 variants) into its own database")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.objectives, args.variants, args.seeds, args.metrics = 6, 3, 2, 3
+        args.curve_points, args.repeats, args.small_repeats, args.quiet_wait = 5, 2, 1, 0.0
+        args.database = f"{args.database}_smoke"
+    return args
 
 
 # ---------------------------------------------------------------- database and suite
@@ -127,31 +135,40 @@ def setup(args: argparse.Namespace) -> None:
 
 
 def synthetic_suite(variants: int, metrics: int):
-    from harness.suite import MetricSpec, Suite, Variant
+    from harness.suite import Anchors, CurveSpec, MetricSpec, Suite, Variant, VariantAxis
 
     specs = tuple(MetricSpec(f"m{i}", "headline accuracy" if i == 0 else f"metric {i}",
-                             higher_is_better=i % 3 != 2, percent=i == 0, short=f"m{i}")
+                             better="lower" if i % 3 == 2 else "higher",
+                             unit="percent" if i == 0 else "number",
+                             decimals=1 if i == 0 else 3, short=f"m{i}")
                   for i in range(metrics))
     rates = np.linspace(0.0, 0.8, variants)
     return Suite(
-        name=SUITE_NAME, version="1.0", hook="classification_loss",
-        description="Synthetic suite for bench/pages.py (no runner).", headline="m0",
-        metrics=specs,
+        name=SUITE_NAME, version="1.0", hooks=("classification_loss",),
+        description="Synthetic suite for bench/pages.py (never run).", headline="m0",
+        metrics=specs, anchors={"m0": Anchors(worst=0.1, best=1.0)},
         variants=tuple(Variant(f"v{i:02d}", {"dataset": "synthetic", "rate": float(r)},
                                f"synthetic variant {i}") for i, r in enumerate(rates)),
-        runner="bench.pages", reference="obj-000", protocol={"epochs": 0})
+        pipeline="bench.pages:NoPipeline", baselines=("ce",), reference="ce",
+        settings={"epochs": 0}, curves=tuple(CurveSpec(c, c) for c in CURVES),
+        variant_axis=VariantAxis("rate", "rate"))
 
 
 def register_suite(variants: int, metrics: int) -> None:
-    import suites
+    from harness import registry
 
     module = types.ModuleType("bench_synthetic_suite")
     module.SUITE = synthetic_suite(variants, metrics)
     sys.modules[module.__name__] = module
-    suites._REGISTRY[SUITE_NAME] = module.__name__  # bench only: in this process
+    registry.add_packages([module.__name__])  # bench only: in this process
 
 
 # ---------------------------------------------------------------- loading
+def _slug(i: int) -> str:
+    return "ce" if i == 0 else f"obj-{i:03d}"  # objective 0 is the suite's reference
+
+
+
 def load(args: argparse.Namespace, first: int, last: int) -> dict:
     """Objectives [first, last) with every (variant, seed) cell, metrics and curves."""
     from django.contrib.auth import get_user_model
@@ -170,7 +187,7 @@ def load(args: argparse.Namespace, first: int, last: int) -> dict:
         users = model.objects.bulk_create(model(username=f"user-{i:02d}") for i in range(USERS))
     with transaction.atomic():
         objectives = Objective.objects.bulk_create(
-            Objective(slug=f"obj-{i:03d}", name=f"Objective {i:03d}",
+            Objective(slug=_slug(i), name=f"Objective {i:03d}",
                       description=f"Synthetic objective {i} for the page benchmark.",
                       is_builtin=i < BUILTIN, owner=None if i < BUILTIN else users[i % len(users)],
                       visibility=Objective.PRIVATE if i >= BUILTIN and i % 4 == 0
@@ -206,7 +223,8 @@ def load(args: argparse.Namespace, first: int, last: int) -> dict:
                 values[..., 0] = head
                 with cur.copy("COPY webapp_cell (id, version_id, suite, suite_version, variant,"
                               " variant_hash, seed, status, attempts, error, finished_at,"
-                              " wall_time, environment) FROM STDIN") as copy:
+                              " wall_time, environment, reason, captured, worker) FROM STDIN"
+                              ) as copy:
                     for v in range(n_var):
                         for s in range(n_seed):
                             st = str(status[v, s])
@@ -214,7 +232,8 @@ def load(args: argparse.Namespace, first: int, last: int) -> dict:
                                 int(ids[v, s]), version.id, suite.name, suite.version,
                                 suite.variants[v].name, hashes[v], s, st, 1,
                                 "" if st != "failed" else "RuntimeError: synthetic failure",
-                                now, 1.0, '{"device": "cpu", "bench": true}'))
+                                now, 1.0, '{"device": "cpu", "bench": true}',
+                                "objective" if st == "failed" else "", "", ""))
                 with cur.copy("COPY webapp_metric (cell_id, name, value) FROM STDIN") as copy:
                     names = [m.name for m in suite.metrics]
                     for (v, s), cell_id in np.ndenumerate(ids):

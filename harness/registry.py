@@ -125,8 +125,8 @@ def _builtins(suites: dict[str, Suite], owners: dict[str, str],
              for n in order]
     for name, suite in suites.items():
         package = owners[name]
-        folder = Path(importlib.import_module(package).__file__).parent / "baselines"
-        if not folder.is_dir():
+        folder = _folder(package) / "baselines" if _folder(package) else None
+        if folder is None or not folder.is_dir():
             continue
         files = {p.stem: p for p in folder.glob("*.py") if not p.stem.startswith("_")}
         ordered = [n for n in suite.baselines if n in files] + sorted(
@@ -239,12 +239,19 @@ def docstring_title(path: Path) -> str:
 
 def import_roots() -> list[tuple[str, str]]:
     """(package, the sys.path entry it imports from) of every registered suite package, so
-    that a fresh interpreter (the sandbox's) can import them without this one's path."""
+    that a fresh interpreter (the sandbox's) can import them without this one's path.
+    A package made in memory (no file) cannot be imported elsewhere and is left out."""
     out = []
     for package in _registry().packages.values():
-        folder = Path(importlib.import_module(package).__file__).parent
-        out.append((package, str(folder.parents[package.count(".")])))
+        folder = _folder(package)
+        if folder is not None:
+            out.append((package, str(folder.parents[package.count(".")])))
     return out
+
+
+def _folder(package: str) -> Path | None:
+    path = getattr(importlib.import_module(package), "__file__", None)
+    return Path(path).parent if path else None
 
 
 def readable_paths() -> list[str]:

@@ -388,4 +388,5 @@ def test_suite_declaration_is_registered_and_complete():
     assert {v.name for v in real} == {"mnist/eps-0.1", "mnist/eps-0.3", "cifar10/eps-2_255",
                                       "cifar10/eps-8_255"}
     assert all(v.queue == "gpu" for v in real)
-    assert SUITE.metric("ibp_gap").better == "lower" and not SUITE.metric("ibp_gap").higher_is_better
+    gap = SUITE.metric("ibp_gap")
+    assert gap.better == "lower" and not gap.higher_is_better

@@ -1,4 +1,4 @@
-"""Noise generators, seed derivation, the digits split and the noisy-label draw (the suite README)."""
+"""Noise generators, seed derivation, the digits split and the noisy-label draw."""
 
 import hashlib
 import subprocess

@@ -75,7 +75,8 @@ def train_members(
     can recompute each epoch's predictions itself.
     """
     start = time.perf_counter()
-    params = {k: v.detach().to(device).clone().requires_grad_() for k, v in params.items()}
+    params = {k: _stored(v.detach().to(device), config.weight_layout).requires_grad_()
+              for k, v in params.items()}
     members = next(iter(params.values())).shape[0]
     if batches.members != members:
         raise ValueError(f"{members} members' parameters but batches for {batches.members}")
@@ -195,6 +196,14 @@ def _batch_len(batch: Batch) -> int:
     if isinstance(index, Tensor):
         return index.shape[1]
     return _batch_len(next(v for v in batch.values() if isinstance(v, dict)))
+
+
+def _stored(p: Tensor, layout: str) -> Tensor:
+    """A private copy of a stacked parameter; with ``columns``, each member's matrix
+    (a 3-D ``[M, out, in]`` tensor) column-major, as autograd writes its gradient."""
+    if layout == "columns" and p.dim() == 3:
+        return p.transpose(1, 2).contiguous().transpose(1, 2)
+    return p.clone()
 
 
 def _describe(exc: BaseException) -> str:

@@ -88,8 +88,16 @@ def grad_norms(leaves: list[Tensor], alive: Tensor) -> Tensor:
     if not bool(alive.all()):
         for leaf in leaves:
             leaf.grad[~alive] = 0.0
-    sq = sum(torch.linalg.vector_norm(leaf.grad.flatten(1), dim=1).square() for leaf in leaves)
+    sq = sum(torch.linalg.vector_norm(_flat(leaf.grad), dim=1).square() for leaf in leaves)
     return sq.sqrt()
+
+
+def _flat(grad: Tensor) -> Tensor:
+    """``[M, -1]`` without a copy: a column-major matrix (the ``columns`` weight layout) is
+    read in its own memory order."""
+    if grad.dim() == 3 and grad.stride(1) == 1 and not grad.is_contiguous():
+        grad = grad.transpose(1, 2)
+    return grad.flatten(1)
 
 
 def clip_coefficients(norms: Tensor, max_norm: float | None) -> Tensor:

@@ -1,0 +1,59 @@
+"""Every benchmark has a smoke mode, run here so that none can silently rot. Nothing is
+timed or compared: a bench reports ratios, it never asserts them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _bench(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / name), *args], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return out
+
+
+def test_seed_batching_smoke(tmp_path):
+    report = tmp_path / "report.json"
+    _bench("seed_batching.py", "--smoke", "--json", str(report))
+    data = json.loads(report.read_text())
+    rows = data["compare"]
+    assert set(rows) == {"batched (1 process, 1 thread)", "per-seed loop (S calls, 1 thread)",
+                         "trainer's own loop (mode=loop)", "batched, 1 process, 2 threads",
+                         "2 processes x 1 thread, S/2 seeds each"}
+    assert all(r["same_predictions"] == 1.0 for r in rows.values())  # batching changes nothing
+    assert 0 < data["flops"]["share_of_matmul"] < 1.5
+    assert data["layouts"]["speedup_columns"] > 0 and set(data["sweep"]) == {"1", "4"}
+
+
+def test_bounds_smoke(tmp_path):
+    report = tmp_path / "report.json"
+    _bench("bounds.py", "--smoke", "--json", str(report))
+    data = json.loads(report.read_text())
+    assert {r["method"] for r in data["speed"]} >= {"ibp", "crown", "ibp+grad"}
+    assert data["tightness"]
+
+
+def test_pages_smoke(tmp_path):
+    report = tmp_path / "report.json"
+    # created from the server's maintenance database, whatever DATABASE_URL names
+    admin = "postgres://harness:harness@127.0.0.1:5432/postgres"
+    out = _bench("pages.py", "--smoke", "--admin-url", admin, "--json", str(report))
+    data = json.loads(report.read_text())
+    assert set(data["phases"]["6"]) >= {"home", "suite page", "objective page"}
+    assert "target: warm p95" in out.stdout
+
+
+def test_dispatch_smoke():
+    out = _bench("dispatch.py", "--smoke")
+    assert "worker path overhead" in out.stdout and "cells/min" in out.stdout
