@@ -9,11 +9,12 @@ process unless it says otherwise.
 
 Sections (``--only``):
 
-- ``compare``  one batched ``train_members`` call for S seeds against S one-seed calls
-  (the per-seed loop), the trainer's own per-member loop (``mode="loop"``), one process
-  with 2 threads, and 2 one-thread processes each batching S/2 seeds (how ``harness run``
-  and the workers use the cores); ratios to the per-seed loop; final predictions checked
-  identical across all of them.
+- ``compare``  on one core: one batched ``train_members`` call for S seeds against S
+  one-seed calls (the per-seed loop) and the trainer's own per-member loop
+  (``mode="loop"``); on two cores: batched with 2 threads against the per-seed loop with 2
+  threads, and 2 one-thread processes each batching S/2 seeds (how ``harness run`` and the
+  workers use the cores) against the per-seed loop spread over 2 processes; ratios to the
+  per-seed loop on the same cores; final predictions checked identical across all.
 - ``flops``    analytic FLOPs of the run (forward 2·B·Σ fan_in·fan_out per member,
   training ×3, plus the per-epoch predictions) over the batched wall time, against the
   measured one-thread rate of a 1024² float32 matmul.
@@ -146,31 +147,40 @@ def compare(work: Workload, seeds: list[int], repeats: int, report: dict) -> Non
     own_loop_t, own_loop = timed(lambda: work.train(seeds, mode="loop"), repeats)
     torch.set_num_threads(2)
     two_t, two = timed(lambda: work.train(seeds), repeats)
+    loop2_t, loop2_pred = timed(per_seed, repeats)
     torch.set_num_threads(1)
     halves = [seeds[:len(seeds) // 2], seeds[len(seeds) // 2:]]
+    singles = [[s] for s in seeds]
     context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(2, mp_context=context, initializer=_worker_init,
                              initargs=(report["labels"], len(seeds), work.config.epochs)) as pool:
         list(pool.map(_worker_ready, range(4)))
         procs_t, procs = timed(lambda: torch.cat(list(pool.map(_worker_group, halves))),
                                repeats)
-    rows = {
-        "batched (1 process, 1 thread)": (batched_t, final),
-        "per-seed loop (S calls, 1 thread)": (loop_t, loop_pred),
-        "trainer's own loop (mode=loop)": (own_loop_t, own_loop.evaluations[-1]),
-        "batched, 1 process, 2 threads": (two_t, two.evaluations[-1]),
-        "2 processes x 1 thread, S/2 seeds each": (procs_t, procs),
-    }
-    base = med(loop_t)
+        naive_t, naive = timed(lambda: torch.cat(list(pool.map(_worker_group, singles))),
+                               repeats)
+    # (name, resources, seconds, final predictions); ratios against the per-seed loop on
+    # the same resources
+    rows = [
+        ("per-seed loop (S calls)", "1 core", loop_t, loop_pred),
+        ("batched", "1 core", batched_t, final),
+        ("trainer's own loop (mode=loop)", "1 core", own_loop_t, own_loop.evaluations[-1]),
+        ("per-seed loop (S calls), 2 threads", "2 cores", loop2_t, loop2_pred),
+        ("batched, 2 threads", "2 cores", two_t, two.evaluations[-1]),
+        ("per-seed loop over 2 processes", "2 cores", naive_t, naive),
+        ("batched, 2 processes x S/2 seeds", "2 cores", procs_t, procs),
+    ]
+    base = {"1 core": med(loop_t), "2 cores": med(naive_t)}
     print(f"\n== compare: {len(seeds)} seeds x {work.config.epochs} epochs, "
-          f"medians of {repeats} (load {load():.2f})")
-    print(f"  {'how':42s} {'wall s':>8s} {'vs per-seed loop':>17s} {'identical preds':>16s}")
+          f"medians of {repeats} (load {load():.2f}); one thread per process unless said")
+    print(f"  {'how':36s} {'uses':>8s} {'wall s':>8s} {'vs per-seed loop':>17s} "
+          f"{'identical preds':>16s}")
     report["compare"] = {}
-    for name, (times, pred) in rows.items():
+    for name, uses, times, pred in rows:
         same = float((pred == final).double().mean())
-        ratio = base / med(times)
-        print(f"  {name:42s} {med(times):8.2f} {ratio:16.2f}x {same:16.5f}")
-        report["compare"][name] = {"seconds": times, "speedup_vs_loop": ratio,
+        ratio = base[uses] / med(times)
+        print(f"  {name:36s} {uses:>8s} {med(times):8.2f} {ratio:16.2f}x {same:16.5f}")
+        report["compare"][name] = {"uses": uses, "seconds": times, "speedup_vs_loop": ratio,
                                    "same_predictions": same}
 
 
@@ -195,23 +205,29 @@ def _time(fn) -> float:
 
 
 def flops(work: Workload, seeds: list[int], repeats: int, report: dict) -> None:
-    torch.set_num_threads(1)
+    """Achieved FLOP/s of the batched run against the matmul rate, with 1 and 2 threads
+    (one process per core is how the harness runs; 2 threads is the earlier baseline)."""
     per_sample = 2 * sum(i * o for i, o in work.sizes())
     m = len(seeds)
     train = 3 * per_sample * len(work.x) * work.config.epochs * m
     evaluate = per_sample * len(work.x_eval) * work.config.epochs * m
-    times, _ = timed(lambda: work.train(seeds), repeats)
-    achieved = (train + evaluate) / med(times)
-    rate = matmul_rate(1)
-    step_ms = 1e3 * med(times) / work.steps()
-    print(f"\n== flops: {m} members, {work.config.epochs} epochs")
-    print(f"  analytic: training {train / 1e9:.2f} GFLOP + per-epoch predictions "
-          f"{evaluate / 1e9:.2f} GFLOP; {step_ms:.2f} ms per step")
-    print(f"  achieved {achieved / 1e9:.1f} GFLOP/s = {achieved / rate:.0%} of a one-thread "
-          f"1024^2 matmul ({rate / 1e9:.1f} GFLOP/s)")
-    report["flops"] = {"gflop": (train + evaluate) / 1e9, "seconds": times,
-                       "achieved_gflops": achieved / 1e9, "matmul_gflops": rate / 1e9,
-                       "share_of_matmul": achieved / rate, "ms_per_step": step_ms}
+    print(f"\n== flops: {m} members, {work.config.epochs} epochs; training "
+          f"{train / 1e9:.2f} GFLOP + per-epoch predictions {evaluate / 1e9:.2f} GFLOP")
+    report["flops"] = {"gflop": (train + evaluate) / 1e9}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        times, _ = timed(lambda: work.train(seeds), repeats)
+        rate = matmul_rate(threads)
+        achieved = (train + evaluate) / med(times)
+        step_ms = 1e3 * med(times) / work.steps()
+        print(f"  {threads} thread{'s' if threads > 1 else ' '}: {step_ms:6.2f} ms per step, "
+              f"{achieved / 1e9:5.1f} GFLOP/s = {achieved / rate:.0%} of a {threads}-thread "
+              f"1024^2 matmul ({rate / 1e9:.1f} GFLOP/s)")
+        report["flops"][f"{threads}_threads"] = {
+            "seconds": times, "achieved_gflops": achieved / 1e9, "matmul_gflops": rate / 1e9,
+            "share_of_matmul": achieved / rate, "ms_per_step": step_ms}
+    torch.set_num_threads(1)
+    report["flops"]["share_of_matmul"] = report["flops"]["1_threads"]["share_of_matmul"]
 
 
 # --- layouts ----------------------------------------------------------------------------

@@ -203,9 +203,8 @@ class Variant:
     queue: str = "cpu"
 
     def config_hash(self, suite: Suite) -> str:
-        # The "protocol" key names the suite's settings in every stored hash.
         payload = {"suite": suite.name, "version": suite.version, "variant": self.name,
-                   "config": dict(self.config), "protocol": dict(suite.settings)}
+                   "config": dict(self.config), "settings": dict(suite.settings)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

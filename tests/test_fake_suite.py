@@ -272,3 +272,32 @@ def test_a_suite_missing_its_headline_anchors_fails_at_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "no normalization anchors for its headline 'err'" in out.stdout
+
+
+@pytest.mark.slow
+def test_a_web_submission_runs_in_the_sandbox_and_shows_on_the_run_page(
+        registered, client, settings, django_user_model, django_capture_on_commit_callbacks):
+    """The form offers the suite to an objective defining its hooks (and only those), the
+    sandbox validates and trains it, the run page shows each cell's headline in its unit."""
+    from webapp.models import Submission
+
+    settings.HARNESS_EXECUTOR, settings.HARNESS_RUN_EPOCHS = "inline", 3
+    client.force_login(django_user_model.objects.create_user("ann", password="ann-pass-123"))
+    form = client.get("/submit/").content.decode()
+    assert f'value="{NAME}"' in form and "needs regression_loss or posthoc_shift" in form
+    data = {"name": "median huber", "description": "", "paper_url": "",
+            "code_text": MEDIAN_HUBER, "visibility": "public", "hyperparameters": "",
+            "suites": [NAME], "seeds": "2"}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/submit/", data)
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    submission = Submission.objects.get()
+    state = json.loads(client.get(f"/runs/{submission.pk}/status.json").content)
+    assert state["finished"] and state["counts"]["ok"] == 2 * len(registered.default_variants)
+    cell = state["cells"][0]
+    assert cell["headline"]["metric"] == "rmse"
+    assert re.fullmatch(r"\d+\.\d{3}", cell["headline"]["text"])  # 3 decimals, no "%"
+    wrong = data | {"code_text": "def classification_loss(logits, targets):\n"
+                                 "    return logits.logsumexp(-1)\n"}
+    refused = client.post("/submit/", wrong).content.decode()
+    assert "not supported by an objective defining classification_loss" in refused

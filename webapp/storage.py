@@ -25,6 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
+from harness.jsonsafe import finite_or_none
 from harness.objectives.loading import Objective as LoadedObjective
 from harness.suite import CellResult, Suite
 from harness.tables import CellRow
@@ -105,7 +106,7 @@ def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[Cel
         # length with null where a value was not finite (JSON has no NaN).
         Metric.objects.bulk_create(Metric(cell=cell, name=k, value=v)
                                    for k, v in r.metrics.items() if math.isfinite(v))
-        Curve.objects.bulk_create(Curve(cell=cell, name=k, values=_json_safe(v))
+        Curve.objects.bulk_create(Curve(cell=cell, name=k, values=finite_or_none(list(v)))
                                   for k, v in r.curves.items())
         count += 1
     return count
@@ -281,6 +282,3 @@ def latest_versions(suite: Suite) -> list[ObjectiveVersion]:
         newest.setdefault((v.objective_id, v.label), v)
     return list(newest.values())
 
-
-def _json_safe(values: Iterable[float]) -> list[float | None]:
-    return [float(v) if v is not None and math.isfinite(v) else None for v in values]
