@@ -17,7 +17,7 @@ def cli_environment(home: Path) -> dict[str, str]:
     dropped = ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["HARNESS_HOME"] = str(home)
-    env["HARNESS_THREADS"] = "2"
+    env.pop("HARNESS_THREADS", None)  # one torch thread per worker process, as by default
     return env
 
 

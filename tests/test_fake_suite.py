@@ -65,7 +65,7 @@ def test_no_file_outside_its_folder_names_the_fake_suite():
     found = subprocess.run(["git", "grep", "-l", "-e", names[0], "-e", names[1], "-e",
                             names[2], "-e", names[3], "--", ".",
                             ":!tests/fake_suite", ":!tests/test_fake_suite.py",
-                            ":!docs/adding-a-suite.md"],
+                            ":!docs"],  # the docs use it as the worked example
                            cwd=ROOT, capture_output=True, text=True)
     assert found.stdout == "", f"named outside its folder: {found.stdout}"
 
