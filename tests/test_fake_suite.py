@@ -214,10 +214,10 @@ def test_every_page_shows_it_in_its_own_units_and_direction(stored, client):
 
     obj = client.get("/objectives/huber/").content.decode()
     curves = _json_script(obj, f"curves-data-{NAME}")
-    assert set(curves["specs"]) == {"train_loss", "rmse_vs_noise"}  # the grids are not drawn
+    specs = {s["name"]: s for s in curves["specs"]}
+    assert list(specs) == ["train_loss", "rmse_vs_noise"]  # declared order; grids not drawn
     line = curves["by_label"]["huber"]["curves"]["rmse_vs_noise"]
-    assert line["x"] == [0.0, 0.5, 1.0] and curves["specs"]["rmse_vs_noise"]["x_label"] == \
-        "input noise σ"
+    assert line["x"] == [0.0, 0.5, 1.0] and specs["rmse_vs_noise"]["x_label"] == "input noise σ"
     assert curves["by_label"]["huber"]["curves"]["train_loss"]["x"][:3] == [1, 2, 3]
     scatter = _json_script(obj, f"scatter-{NAME}-1")
     assert scatter["x_spec"]["unit"] == "number" and scatter["y"] == "rmse"

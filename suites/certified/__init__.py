@@ -108,7 +108,7 @@ METRICS = (
          "As the IBP gap, for the CROWN lower bound."),
 )
 
-EPS = Axis("ε", "pixel units, × ε_test on the grid")
+EPS = Axis("ε")  # the grid's radii, ε_test × (0, 0.5, 1, 1.5, 2)
 CURVES = (
     CurveSpec("train_loss", "training loss", EPOCH),
     CurveSpec("grad_norm", "gradient norm before clipping", EPOCH, log=True),

@@ -239,7 +239,8 @@ def build_curves(obj: Objective, suite: Suite, variant: str) -> dict:
     """Per version label and declared curve: mean with a ±1 s.d. band over seeds at each
     point, every seed's values (of drawn curves, not the reference's), and the curve's x
     values: 1…n of its axis, or the stored curve it names (an ε grid). ``specs`` lists the
-    curves to draw; the others hold x values or a reliability diagram's bins."""
+    curves to draw, in the suite's order; the others hold x values or a reliability
+    diagram's bins."""
     versions, ref = table_versions(suite)
     chosen = [v for v in versions if v.objective_id == obj.pk]
     labels = storage.version_labels(versions)
@@ -269,7 +270,8 @@ def build_curves(obj: Objective, suite: Suite, variant: str) -> dict:
             payload[name] = band
         by_label[labels[vid]] = {"is_reference": is_ref,
                                  "diverged": sorted(diverged.get(vid, ())), "curves": payload}
-    return {"variant": variant, "specs": {c.name: c.to_json() for c in suite.curves if c.drawn},
+    # A list, not a mapping: the declared order survives JSON storage (jsonb sorts keys).
+    return {"variant": variant, "specs": [c.to_json() for c in suite.curves if c.drawn],
             "by_label": by_label}
 
 

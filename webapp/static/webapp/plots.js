@@ -124,13 +124,16 @@
 
   renderers.curves = function (el, d) {
     if (!d || !d.by_label) { el.textContent = "No curves stored."; return; }
-    var names = [], labels = [];
+    var names = [], labels = [], specs = {};
+    (d.specs || []).forEach(function (s) { specs[s.name] = s; });
     Object.keys(d.by_label).forEach(function (label) {
-      var entry = d.by_label[label];
-      labels.push({label: label, is_reference: entry.is_reference});
-      Object.keys(entry.curves).forEach(function (n) {
-        if (names.indexOf(n) < 0 && (!d.specs || d.specs[n])) { names.push(n); }
-      });
+      labels.push({label: label, is_reference: d.by_label[label].is_reference});
+    });
+    // the suite's declared order; a curve no seed stored is left out
+    (d.specs || []).forEach(function (s) {
+      if (labels.some(function (l) { return d.by_label[l.label].curves[s.name]; })) {
+        names.push(s.name);
+      }
     });
     if (!names.length) { el.textContent = "No curves stored."; return; }
     var colors = colorFor(labels), traces = [];
@@ -142,7 +145,7 @@
     layout.grid = {rows: rows, columns: columns, pattern: "independent"};
     layout.height = 320 * rows + 60;
     names.forEach(function (name, k) {
-      var axes = axisNames(k), spec = (d.specs || {})[name] || {label: name, x_label: "epoch"};
+      var axes = axisNames(k), spec = specs[name];
       var f = scale(spec), fmt = hoverFormat(spec), xName = esc(spec.x_label || "epoch");
       layout[axisKey("x", k)] = {title: {text: xName + (spec.x_unit ? " (" + esc(spec.x_unit) + ")" : "")},
                                  gridcolor: "#eef1f4", zeroline: false};
