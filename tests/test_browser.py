@@ -176,3 +176,40 @@ def test_status_page_follows_a_cell_through_requeue_to_killed_with_owner_details
     page.goto(page.base + f"/runs/{submission.pk}/")
     assert "ran out of memory" in page.inner_text(f'tr[data-cell="{killed.pk}"]')
     assert "owner-only" not in page.content()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_suites_own_axes_and_plots_render(page, monkeypatch):
+    """The fake suite (tests/fake_suite): its curve against input noise σ, its reliability
+    diagram and its scatter of two non-percent metrics are drawn, with their own axis
+    titles, and no plot fails."""
+    monkeypatch.setenv("HARNESS_SUITES", "tests.fake_suite")
+    from harness import registry
+    from harness.objectives.loading import load_objective
+    from webapp import storage
+
+    suite = registry.get_suite("fake-regression")
+    for name in ("mse", "huber"):
+        objective = load_objective(name)
+        storage.store_results(storage.version_for(objective), suite,
+                              suite.run_cells(objective, ["clean", "out-0.4"], [0, 1]),
+                              {"device": "cpu"})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{page.base}/objectives/huber/")
+    for plot in ("curves-data-fake-regression", "reliability-fake-regression",
+                 "scatter-fake-regression-1"):
+        page.wait_for_selector(f"#{plot}-plot[data-rendered='true']")
+    curves = page.locator("#curves-data-fake-regression-plot")
+    assert curves.locator("text=input noise σ").count() == 1  # its own x axis
+    assert curves.locator("text=epoch").count() == 1
+    assert page.locator("#reliability-fake-regression-plot").locator(
+        "text=mean confidence in the bin").count() == 1
+    scatter = page.locator("#scatter-fake-regression-1-plot")
+    assert scatter.locator("text=test RMSE — lower is better").count() == 1
+    assert "(%)" not in scatter.inner_text()
+    page.goto(f"{page.base}/suites/fake-regression/?variant=out-0.4")
+    page.wait_for_selector("#strip-data-plot[data-rendered='true']")
+    assert page.locator("#strip-data-plot").locator(
+        "text=test RMSE — lower is better").count() == 1
+    assert errors == []
