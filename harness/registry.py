@@ -124,14 +124,14 @@ def _builtins(suites: dict[str, Suite], owners: dict[str, str],
     found = [Builtin(n, ENGINE_BUILTINS / f"{n}.py", f"{ENGINE_BUILTIN_MODULE}.{n}", None)
              for n in order]
     for name, suite in suites.items():
-        package = owners[name]
-        folder = _folder(package) / "baselines" if _folder(package) else None
+        package = _folder(owners[name])
+        folder = package / "baselines" if package is not None else None
         if folder is None or not folder.is_dir():
             continue
         files = {p.stem: p for p in folder.glob("*.py") if not p.stem.startswith("_")}
         ordered = [n for n in suite.baselines if n in files] + sorted(
             n for n in files if n not in suite.baselines)
-        found += [Builtin(n, files[n], f"{package}.baselines.{n}", name) for n in ordered]
+        found += [Builtin(n, files[n], f"{owners[name]}.baselines.{n}", name) for n in ordered]
     out: dict[str, Builtin] = {}
     for b in found:
         if b.name in out:

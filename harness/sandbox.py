@@ -181,7 +181,7 @@ def run_child(suite: Suite, job: Job, code: str, filename: str,
     fields = {"suite": suite.name, "suite_version": suite.version, "plan": job.plan,
               "hyperparameters": dict(hyperparameters)}
     return _sandboxed(fields, job.inputs, code, filename, limits, threads, device, heartbeat,
-                      python_guard, reader=lambda workdir, wall: _read_result(workdir, suite))
+                      python_guard, reader=lambda workdir: _read_result(workdir, suite))
 
 
 def validate_sandboxed(code: str, filename: str,
@@ -212,7 +212,7 @@ def validate_sandboxed(code: str, filename: str,
 def _sandboxed(fields: dict[str, Any], inputs: Mapping[str, np.ndarray], code: str,
                filename: str, limits: Limits, threads: int, device: str,
                heartbeat: Callable[[], None] | None, python_guard: bool,
-               reader: Callable[[Path, float], dict[str, Any]], *,
+               reader: Callable[[Path], dict[str, Any]], *,
                arrays: bool = True) -> ChildOutcome:
     support = launcher.isolation_support()
     strict = os.environ.get("HARNESS_SANDBOX_STRICT", "") == "1"
@@ -255,7 +255,7 @@ def _sandboxed(fields: dict[str, Any], inputs: Mapping[str, np.ndarray], code: s
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _read_validation(workdir: Path, wall_time: float) -> dict[str, Any]:
+def _read_validation(workdir: Path) -> dict[str, Any]:
     """The validator's problems and the objective's description, type-checked."""
     raw = _load_json(workdir / "result.json")
     problems = raw.get("problems")
@@ -315,7 +315,7 @@ def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
 
 
 def _supervise(spec: launcher.Launch, limits: Limits, heartbeat: Callable[[], None] | None,
-               reader: Callable[[Path, float], dict[str, Any]], *,
+               reader: Callable[[Path], dict[str, Any]], *,
                arrays: bool = True) -> ChildOutcome:
     start = time.monotonic()
     child = launcher.launch(spec)
@@ -356,7 +356,7 @@ def _supervise(spec: launcher.Launch, limits: Limits, heartbeat: Callable[[], No
     if reason:
         outcome.reason, outcome.error = reason, _limit_message(reason, limits, capture.total)
         return outcome
-    outcome.result = reader(spec.workdir, outcome.wall_time)
+    outcome.result = reader(spec.workdir)
     if code == SETUP_FAILED and not capture.ready:
         raise SandboxUnavailable(f"the sandbox could not be set up: {outcome.captured[-500:]}")
     if code == VIOLATION_EXIT or (code != 0 and outcome.violations):

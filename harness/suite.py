@@ -93,7 +93,7 @@ class MetricSpec:
 def format_value(value: float | None, unit: str, decimals: int, *, signed: bool = False) -> str:
     """One formatting rule for the CLI, the pages and the exports (the JavaScript plots
     mirror it in ``webapp/static/webapp/plots.js``)."""
-    if value is None or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_number(value):
         return "–"
     sign = "+" if signed else ""
     if unit == "percent":
@@ -424,7 +424,7 @@ def _check(s: Suite) -> None:
                 fail(f"reliability diagram of undeclared curve {c!r}")
     if s.variant_axis is not None:
         key = s.variant_axis.key
-        numeric = [v for v in s.variants if _is_number(v.config.get(key))]
+        numeric = [v for v in s.variants if is_number(v.config.get(key))]
         if len(numeric) < 2:
             fail(f"variant axis {key!r} is numeric in fewer than two variants")
     for hook in s.hook_specs:
@@ -438,5 +438,6 @@ def _check(s: Suite) -> None:
         fail("pipeline must be 'package.module:Class'")
 
 
-def _is_number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
+    """A finite real number (not a bool, not NaN or ±inf)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)

@@ -62,7 +62,7 @@ def train_members(
     mode: str = "auto",
     device: str = "cpu",
     evaluate: Callable[[dict[str, Tensor]], Tensor] | None = None,
-    on_epoch: Callable[[int, int], None] | None = None,
+    cells_done: Callable[[float], None] | None = None,
     keep_epoch_params: bool = False,
 ) -> TrainResult:
     """Train every member from ``params`` (stacked ``[M, ...]``) for ``config.epochs``.
@@ -71,8 +71,10 @@ def train_members(
     ``[B]`` or scalar loss; ``state`` is that member's per-sample memory (``[N]``, NaN
     until a loss writes it). ``mode`` is "auto", "vmap" or "loop". ``evaluate(params)``
     runs after every epoch without gradients (e.g. test predictions) and its results are
-    stacked. ``keep_epoch_params`` also returns every epoch's parameters, so that a judge
-    can recompute each epoch's predictions itself.
+    stacked. ``cells_done(cells)`` is called after every epoch with the cells finished
+    since the last call (members / epochs): a pipeline's progress report.
+    ``keep_epoch_params`` also returns every epoch's parameters, so that a judge can
+    recompute each epoch's predictions itself.
     """
     start = time.perf_counter()
     params = {k: _stored(v.detach().to(device), config.weight_layout).requires_grad_()
@@ -138,8 +140,8 @@ def train_members(
                 evaluations.append(evaluate(params).cpu())
         if keep_epoch_params:
             history.append({k: v.detach().cpu().clone() for k, v in params.items()})
-        if on_epoch is not None:
-            on_epoch(epoch + 1, config.epochs)
+        if cells_done is not None:
+            cells_done(members / config.epochs)
     return TrainResult(
         params={k: v.detach().cpu() for k, v in params.items()},
         loss_curve=loss_curve,

@@ -24,7 +24,14 @@ import torch
 
 from harness import seeding
 from harness.objectives.loading import Objective
-from harness.outputs import check_array, diverged_in, diverged_out, params_in, params_out
+from harness.outputs import (
+    check_array,
+    diverged_in,
+    diverged_out,
+    params_in,
+    params_out,
+    truncate,
+)
 from harness.pipeline import Job, Pipeline, TrainOutput
 from harness.suite import CellResult, Suite, Variant
 from harness.train import ObjectiveRuntimeError, Shuffled, predict, stacked_init, train_members
@@ -94,15 +101,11 @@ class Certified(Pipeline):
         labels = torch.from_numpy(data.y_train).expand(len(seeds), -1).contiguous()
         x_eval = torch.from_numpy(data.x_test).to(device)
 
-        def on_epoch(epoch: int, total: int) -> None:
-            if progress is not None:
-                progress(len(seeds) / total)
-
         trained = train_members(
             loss, init,
             Shuffled(seeds, config.batch_size, config.epochs,
                      shared={"x": torch.from_numpy(data.x_train)}, own={"y": labels}),
-            config, mode=mode, device=device, on_epoch=on_epoch,
+            config, mode=mode, device=device, cells_done=progress,
             evaluate=lambda p: predict(net.train, p, x_eval))
         arrays = params_out(trained.params)
         arrays.update({"eval_predictions": trained.evaluations.numpy(),
@@ -172,7 +175,7 @@ class Certified(Pipeline):
                       "eps_schedule": eps_curve}
             if diverged[i] >= 0:  # a frozen model's accuracy is not a result
                 step = int(diverged[i])
-                curves = {k: v[:step // steps_per_epoch + 1] for k, v in curves.items()}
+                curves = truncate(curves, step // steps_per_epoch + 1)
                 out.append(CellResult(variant.name, seed, "diverged", {}, curves,
                                       diverged_step=step, wall_time=per_cell, info=info))
                 continue

@@ -91,7 +91,7 @@ class NoisyLabels(Pipeline):
                      own={"y": labels}),
             config, mode=mode, device=device,
             evaluate=None if keep else (lambda p: predict(model, p, x_eval)),
-            on_epoch=_progress(progress, len(seeds)), keep_epoch_params=keep)
+            cells_done=progress, keep_epoch_params=keep)
         arrays = params_out(trained.params)
         if keep:
             arrays.update(params_out(trained.epoch_params, "epoch_param:"))
@@ -159,14 +159,6 @@ class NoisyLabels(Pipeline):
             out.append(CellResult(variant, seed, status, result.metrics, result.curves,
                                   diverged_step=step, wall_time=per_cell_time, info=info))
         return out
-
-
-def _progress(progress: Callable[[float], None] | None, members: int):
-    def on_epoch(epoch: int, total: int) -> None:
-        if progress is not None:
-            progress(members / total)
-
-    return on_epoch
 
 
 def _epoch_predictions(model: torch.nn.Module, data: Dataset, outputs: Mapping[str, Any],

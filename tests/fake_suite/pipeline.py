@@ -48,16 +48,12 @@ class FakeRegression(Pipeline):
             pred = functional_call(model, p, (batch["x"],)).squeeze(-1)
             return hook(pred, batch["y"], progress=progress_)
 
-        def on_epoch(epoch: int, total: int) -> None:
-            if progress is not None:
-                progress(len(seeds) / total)
-
         trained = train_members(
             member_loss, stacked_init(model, seeds),
             Shuffled(seeds, config.batch_size, config.epochs,
                      shared={"x": torch.from_numpy(inputs["x_train"])},
                      own={"y": torch.from_numpy(inputs["targets"])}),
-            config, mode=mode, device=device, on_epoch=on_epoch)
+            config, mode=mode, device=device, cells_done=progress)
         arrays = params_out(trained.params)
         arrays.update({"loss_curve": trained.loss_curve.numpy(),
                        "diverged_step": diverged_out(trained.diverged_step)})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -54,10 +53,6 @@ def suite_meta(suite: Suite) -> dict:
             "anchors": [anchors.worst, anchors.best],
             "metric_specs": [m.to_json() for m in suite.metrics],
             "curve_specs": [c.to_json() for c in suite.curves]}
-
-
-def is_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def rounded(a: np.ndarray) -> list[float | None]:

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from harness import stats
-from harness.suite import Suite
+from harness.suite import Suite, is_number
 from webapp import storage
 from webapp.leaderboard import cache
-from webapp.leaderboard.lookup import is_number, rounded, suite_of
+from webapp.leaderboard.lookup import rounded, suite_of
 from webapp.leaderboard.tables import headline_values, table_versions
 from webapp.models import Cell, Curve, Metric, Objective
 

@@ -5,26 +5,20 @@ decimals), with the one rule of :func:`harness.suite.format_value`."""
 
 from __future__ import annotations
 
-import math
-
 from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from harness.suite import format_value
+from harness.suite import format_value, is_number
 
 register = template.Library()
-
-
-def _finite(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @register.filter
 def metric(value, spec):
     """``value|metric:spec``: a metric value in its unit (73.2 for a percent, 0.034, 1.2e-03)."""
     if not isinstance(spec, dict):
-        return "–" if not _finite(value) else str(value)
+        return "–" if not is_number(value) else str(value)
     return format_value(value, spec.get("unit", "number"), int(spec.get("decimals", 3)))
 
 
@@ -33,7 +27,7 @@ def improvement(value, spec):
     """``value|improvement:spec``: an improvement with its sign (positive = better), in
     percentage points for percents."""
     if not isinstance(spec, dict):
-        return "–" if not _finite(value) else str(value)
+        return "–" if not is_number(value) else str(value)
     return format_value(value, spec.get("unit", "number"), int(spec.get("decimals", 3)),
                         signed=True)
 
@@ -49,12 +43,12 @@ def unit_suffix(spec, kind="value"):
 @register.filter
 def score(value):
     """A normalized score (0 = anchor of chance, 1 = perfect): three decimals."""
-    return f"{value:.3f}" if _finite(value) else "–"
+    return f"{value:.3f}" if is_number(value) else "–"
 
 
 @register.filter
 def prob(value):
-    return f"{value:.2f}" if _finite(value) else "–"
+    return f"{value:.2f}" if is_number(value) else "–"
 
 
 @register.filter
