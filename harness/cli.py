@@ -26,6 +26,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+SANDBOX_HELP = (
+    "load, check and train objective files in the sandbox the server's workers use: the "
+    "file is never imported in this process (built-in baselines still run in-process). "
+    "Without --sandbox a local file runs as your own code, with your rights (your files, "
+    "your network, the results database)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -51,9 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--download", action="store_true",
                        help="download real datasets if missing (needs the network)")
     suite.add_argument("--json", action="store_true", help="print results as JSON")
-    suite.add_argument("--sandbox", action="store_true",
-                       help="train objective files in the sandbox the server's workers use "
-                            "(built-in baselines still run in-process)")
+    suite.add_argument("--sandbox", action="store_true", help=SANDBOX_HELP)
     suite.add_argument("--workers", type=int, metavar="N",
                        help="processes training cell groups at once (default: one per core, "
                             "$HARNESS_WORKERS)")
@@ -65,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate = verbs.add_parser("validate", help="check an objective file before running it")
     validate.add_argument("objective")
     validate.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides")
+    validate.add_argument("--sandbox", action="store_true",
+                          help="check the file in the sandbox, as the server checks a "
+                               "submission: it is never imported in this process. Without "
+                               "--sandbox the file runs as your own code, with your rights")
     validate.set_defaults(func=cmd_validate)
 
     results = verbs.add_parser("results", help="tables of stored results")
@@ -97,11 +106,17 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
 
     from harness.objectives.loading import ObjectiveError, load_objective, parse_assignments
 
+    unavailable = _sandbox_unavailable() if args.sandbox else ()
+
     try:
         overrides = parse_assignments(args.overrides)
-        objectives = [load_objective(s, overrides if args.overrides else None) for s in specs]
+        objectives = [_load(s, overrides if args.overrides else None, args.sandbox)
+                      for s in specs]
     except ObjectiveError as exc:
-        return _fail(exc.message + "\n(run `harness validate FILE` for a full check)")
+        check = "harness validate --sandbox FILE" if args.sandbox else "harness validate FILE"
+        return _fail(exc.message + f"\n(run `{check}` for a full check)")
+    except unavailable as exc:
+        return _fail(f"the sandbox is unavailable here: {exc}")
     unusable = [o.name for o in objectives if not suite.supports(o.hooks)]
     if unusable:
         return _fail(f"{', '.join(unusable)}: no {' or '.join(suite.accepted_hooks)} hook, "
@@ -128,7 +143,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         if todo:
             sandboxed = args.sandbox and obj.origin != "builtin"
             groups.append((obj.label, version, _group(spec, obj, suite, todo, seeds,
-                                                      overrides, args, sandboxed)))
+                                                      sandboxed)))
     groups = _spread(groups, workers)
     owner = {id(g): (label, version) for label, version, g in groups}
     total = sum(g.cells for _, _, g in groups)
@@ -149,15 +164,67 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
                        on_done=stored)
         except FileNotFoundError as exc:  # a real dataset that is not there
             return _fail(str(exc))
+        except unavailable as exc:  # e.g. HARNESS_SANDBOX_STRICT=1 on a machine without it
+            return _fail(f"the sandbox is unavailable here: {exc}")
     return _print_tables(suite, variants, versions, args)
 
 
-def _group(spec, obj, suite, variants, seeds, overrides, args, sandboxed):
+def _group(spec, obj, suite, variants, seeds, sandboxed):
     from harness.parallel import LocalGroup
 
+    if sandboxed:  # the text that was checked and is stored; all its hyperparameters
+        return LocalGroup(obj.path, suite.name, suite.version, tuple(variants), tuple(seeds),
+                          tuple(obj.hyperparameters.items()), True, source=obj.source)
+    # Its own overrides only (--set names one objective, not the reference added to it).
+    changed = tuple((k, v) for k, v in obj.hyperparameters.items() if obj.defaults.get(k) != v)
     return LocalGroup(obj.path if obj.origin == "file" else spec, suite.name,
-                      suite.version, tuple(variants), tuple(seeds),
-                      tuple(overrides.items()) if args.overrides else (), sandboxed)
+                      suite.version, tuple(variants), tuple(seeds), changed, False)
+
+
+def _load(spec: str, overrides, sandbox: bool):
+    """The objective ``spec`` names. With ``sandbox``, a file is only read here: the sandbox
+    loads and checks it (:func:`sandboxed_objective`); built-ins load here (trusted)."""
+    from harness.objectives.loading import ObjectiveError, is_file_spec, load_objective
+
+    if sandbox and is_file_spec(spec):
+        validation = sandboxed_objective(spec, overrides)
+        if validation.objective is None:  # it could not be loaded there
+            errors = [p for p in validation.problems if p.severity == "error"]
+            raise ObjectiveError(errors[0].code if errors else "sandbox",
+                                 "\n".join(p.message for p in errors)
+                                 or f"{spec} could not be loaded in the sandbox")
+        return validation.objective
+    if sandbox and spec not in registry.builtins() and "." in spec:
+        raise ObjectiveError("sandbox", f"{spec}: --sandbox runs objective files, and "
+                             f"importing a module would run it here; pass its .py file")
+    return load_objective(spec, overrides)
+
+
+def sandboxed_objective(spec: str, overrides):
+    """Validate the file ``spec`` in the sandbox (:func:`harness.sandbox.validate_sandboxed`):
+    its :class:`Validation`, whose objective, when the file loaded there, is metadata only
+    (no callable hook), named and versioned as :func:`load_objective` would: name from the
+    path, code hash from the text read here, hyperparameters from the defaults the sandbox
+    reported and ``overrides`` coerced here. Raises :class:`ObjectiveError` for a file that
+    is missing or not UTF-8, or overrides that do not fit."""
+    from dataclasses import replace
+
+    from harness.objectives.loading import ObjectiveError, coerce_overrides, read_source
+    from harness.sandbox import validate_sandboxed
+
+    path = Path(spec)
+    if not path.is_file():
+        raise ObjectiveError("not-found", f"objective file {spec} does not exist")
+    source = read_source(path)
+    validation = validate_sandboxed(source, path.name, overrides or None)
+    described = validation.objective
+    if described is None:
+        return validation
+    hyperparameters = {**described.defaults,
+                       **coerce_overrides(overrides or {}, described.defaults)}
+    validation.objective = replace(described, name=path.stem, source=source,
+                                   path=str(path.resolve()), hyperparameters=hyperparameters)
+    return validation
 
 
 def _spread(groups: list[tuple], workers: int) -> list[tuple]:
@@ -186,6 +253,7 @@ def _report_problems(label: str, results, args) -> None:
     if failed:
         first = failed[0]
         why = f" ({first.status}: {first.reason})" if first.reason else ""
+        # The error and the output are the objective's: _say escapes control characters.
         _say(f"{label}: {len(failed)} cells did not finish{why}:\n{first.error}", args)
         if first.captured:
             _say(f"its output:\n{first.captured}", args)
@@ -282,13 +350,42 @@ def cmd_ls(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from harness.objectives.loading import ObjectiveError, parse_assignments
     from harness.objectives.validate import validate
+    from harness.textsafe import printable
 
     try:
         overrides = parse_assignments(args.overrides)
     except ObjectiveError as exc:
         return _fail(exc.message)
+    if args.sandbox:
+        return _validate_in_sandbox(args.objective, overrides)
     validation = validate(args.objective, overrides or None)
-    print(validation.format())
+    print(printable(validation.format()))
+    return 0 if validation.ok else 1
+
+
+def _validate_in_sandbox(spec: str, overrides) -> int:
+    from harness.objectives.loading import ObjectiveError, is_file_spec
+    from harness.objectives.validate import Problem, Validation
+    from harness.sandbox import SandboxUnavailable
+    from harness.textsafe import printable
+
+    if not is_file_spec(spec):
+        return _fail(f"{spec}: --sandbox checks objective files; pass a .py file")
+    try:
+        validation = sandboxed_objective(spec, overrides)
+    except ObjectiveError as exc:
+        validation = Validation(spec, problems=[Problem(exc.code, "error", exc.message)])
+    except SandboxUnavailable as exc:
+        return _fail(f"the sandbox is unavailable here: {exc}")
+    text = validation.format()
+    if validation.ok and validation.objective is not None:
+        # Its hooks are names only here (their signatures stayed in the sandbox).
+        o = validation.objective
+        hp = ", ".join(f"{k}={v!r}" for k, v in o.hyperparameters.items())
+        text = text.rpartition("\n\n")[0] + ("\n\n" if text.count("\n\n") else "")
+        text += (f"OK: {o.name} — {', '.join(o.hooks)}" + (f" ({hp})" if hp else "")
+                 + " (checked in the sandbox)")
+    print(printable(text))
     return 0 if validation.ok else 1
 
 
@@ -319,6 +416,12 @@ def _setup_django() -> None:
     call_command("migrate", verbosity=0, interactive=False)
 
 
+def _sandbox_unavailable() -> type[Exception]:
+    from harness.sandbox import SandboxUnavailable
+
+    return SandboxUnavailable
+
+
 def _device(name: str) -> str:
     if name.startswith("cuda"):
         import torch
@@ -335,11 +438,17 @@ def _progress(total: int, args):
 
 
 def _say(message: str, args) -> None:
-    print(message, file=sys.stderr if args.json else sys.stdout)
+    """A note to the user; what it quotes (an objective's error or captured output) may
+    hold control characters, which are shown escaped (:func:`harness.textsafe.printable`)."""
+    from harness.textsafe import printable
+
+    print(printable(message), file=sys.stderr if args.json else sys.stdout)
 
 
 def _fail(message: str) -> int:
-    print(f"harness: {message}", file=sys.stderr)
+    from harness.textsafe import printable
+
+    print(f"harness: {printable(message)}", file=sys.stderr)
     return 2
 
 

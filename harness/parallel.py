@@ -32,7 +32,9 @@ class LocalGroup:
     """Cells of one objective trained together: some variants × seeds of one suite version.
 
     ``objective`` is what :func:`harness.objectives.loading.load_objective` takes (a file,
-    a built-in name, a dotted module); ``sandboxed`` trains it as the server's workers do.
+    a built-in name, a dotted module); ``sandboxed`` trains it as the server's workers do:
+    a file, whose text is ``source`` (read from it when empty), is then never imported
+    outside the sandbox, and ``overrides`` are its hyperparameters.
     """
 
     objective: str
@@ -42,6 +44,7 @@ class LocalGroup:
     seeds: tuple[int, ...]
     overrides: tuple[tuple[str, Any], ...] = ()
     sandboxed: bool = False
+    source: str = ""
 
     @property
     def cells(self) -> int:
@@ -115,24 +118,28 @@ def run_groups(groups: list[LocalGroup], *, workers: int, options: Mapping[str, 
 
 def run_group(group: LocalGroup, options: Mapping[str, Any],
               progress: Callable[[float], None]) -> list[CellResult]:
-    """Train and judge one group here: in-process, or in the sandbox for ``sandboxed``."""
+    """Train and judge one group here: in-process, or in the sandbox for ``sandboxed``
+    (where the objective is loaded and run in the sandboxed child only: this process reads
+    its text and imports nothing of it)."""
     from harness.objectives.loading import load_objective
     from harness.registry import suite_at
 
     suite = suite_at(group.suite, group.suite_version)
-    objective = load_objective(group.objective, dict(group.overrides) or None)
     if group.sandboxed:
         from pathlib import Path
 
+        from harness.objectives.loading import read_source
         from harness.sandbox import run_cells_sandboxed
 
+        path = Path(group.objective)
         results = run_cells_sandboxed(
-            suite, objective.source, Path(objective.path).name or "objective.py",
-            dict(objective.hyperparameters), list(group.variants), list(group.seeds),
+            suite, group.source or read_source(path), path.name or "objective.py",
+            dict(group.overrides), list(group.variants), list(group.seeds),
             threads=threads_per_worker(), device=options.get("device", "cpu"),
             data_root=options.get("data_root"))
         progress(group.cells)
         return results
+    objective = load_objective(group.objective, dict(group.overrides) or None)
     return suite.run_cells(objective, list(group.variants), list(group.seeds),
                            progress=progress, **options)
 

@@ -39,7 +39,8 @@ _PATH_WRITES = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "o
 # Of those, the ones whose second argument is a path written too (the destination).
 _TWO_PATHS = {"os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.move"}
 _PATH_READS = {"os.listdir", "os.scandir"}
-MARKER = "[sandbox violation] "  # streamed to stderr as it happens: the parent records it
+MARKER = "[sandbox violation] "  # starts each report line
+REPORT_FD = 4  # the parent's report pipe; stderr where there is none (the parent ignores it)
 VIOLATION_EXIT = 73  # the child's exit status after a refusal: nothing runs past one
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
@@ -50,7 +51,7 @@ class SandboxViolation(PermissionError):
 
 class Guard:
     """The hook's state and helpers are bound in a closure at install time. A refusal is
-    written to stderr and ends the process at once (status ``VIOLATION_EXIT``), so an
+    written to the report pipe and ends the process at once (status ``VIOLATION_EXIT``), so an
     objective can neither catch it nor erase the record; the parent reports the cell as
     killed for a violation. Still best effort: the kernel layers are what is relied on."""
 
@@ -97,9 +98,13 @@ def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
     readable = read + write
     pid, exit_status, marker = posix.getpid(), VIOLATION_EXIT, MARKER
     emit, end, fstat, set_blocking = posix.write, posix._exit, posix.fstat, os.set_blocking
-    lstat, readlink, getcwd = posix.lstat, posix.readlink, posix.getcwd
+    lstat, stat, readlink, getcwd = posix.lstat, posix.stat, posix.readlink, posix.getcwd
     sigmask, quiet = signal.pthread_sigmask, {signal.SIGPIPE, signal.SIGXFSZ}
-    stderr = (fstat(2).st_dev, fstat(2).st_ino)
+    try:  # the report pipe, which nothing but this hook writes to when the guard is on
+        report = REPORT_FD
+        reported = (fstat(report).st_dev, fstat(report).st_ino)
+    except OSError:
+        report, reported = 2, (fstat(2).st_dev, fstat(2).st_ino)
     str_, bytes_, int_, len_, any_, isinstance_, type_ = (str, bytes, int, len, any,
                                                           isinstance, type)
     base_exception, path_types = BaseException, (pathlib.PosixPath, pathlib.PurePosixPath)
@@ -114,11 +119,11 @@ def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
             message = f"sandbox: {what} is not allowed"
             if len_(record) < 50:
                 record.append(message)
-            sigmask(signal.SIG_BLOCK, quiet)  # a closed or full stderr cannot stop the exit
-            st = fstat(2)
-            if (st.st_dev, st.st_ino) == stderr:
-                set_blocking(2, False)
-                emit(2, ("\n" + marker + message + "\n").encode())
+            sigmask(signal.SIG_BLOCK, quiet)  # a closed or full pipe cannot stop the exit
+            st = fstat(report)
+            if (st.st_dev, st.st_ino) == reported:
+                set_blocking(report, False)
+                emit(report, ("\n" + marker + message + "\n").encode())
         except base_exception:
             pass
         finally:
@@ -172,12 +177,12 @@ def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
     def inside(real: str, roots: tuple[str, ...]) -> bool:
         return any_(real == root or real.startswith(root.rstrip("/") + "/") for root in roots)
 
-    def check(path: object, writing: bool, listing: bool = False) -> None:
+    def check(path: object, writing: bool, listing: bool = False) -> str:
         real = resolve(text(path))
         if inside(real, write if writing else readable):
-            return
+            return real
         if listing and any_(root.startswith(real.rstrip("/") + "/") for root in readable):
-            return  # the import system lists the directories above what it may read
+            return real  # the import system lists the directories above what it may read
         refuse(("writing " if writing else "listing " if listing else "reading ") + real)
 
     def body(event: str, args: tuple) -> None:
@@ -197,7 +202,16 @@ def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
             mode = plain("", args[1]) if n > 1 and isinstance_(args[1], str_) else ""
             flags = args[2] if n > 2 and type_(args[2]) is int_ else 0
             writing = any_(c in mode for c in "wax+") or (flags & write_flags) != 0
-            check(path, writing)
+            real = check(path, writing)
+            # A descriptor of a directory outside the work directory is a dir_fd, and the
+            # audit events of dir_fd-relative calls do not carry it: refused when opened.
+            if not inside(real, write):
+                try:
+                    is_dir = (stat(real).st_mode & 0o170000) == 0o040000
+                except OSError:
+                    is_dir = False
+                if is_dir:
+                    refuse("opening the directory " + real + " as a descriptor")
         elif event in path_writes and args:
             for arg in (args[:2] if event in two_paths else args[:1]):
                 if type_(arg) is int_:  # a descriptor: changing it is a write we cannot place

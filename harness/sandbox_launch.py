@@ -2,13 +2,17 @@
 
 ``HARNESS_SANDBOX_MODE=fork`` (default) forks each child from a per-thread zygote
 (:mod:`harness.sandbox_zygote`) that has the trainer imported already; ``exec``
-starts ``unshare … setpriv … python -I -m harness.sandbox_child`` per child. Both
-give the same isolation; ``fork`` saves ~1.5 s of CPU per cell group.
+starts ``unshare … setpriv … python -I -m harness.sandbox_child`` per child. Both give
+the child new network, PID, IPC and mount namespaces, rlimits, no capabilities, and
+Landlock, seccomp and the guard; only ``fork`` adds the pids and memory cgroups, the
+tmpfs work directory of the disk quota and the minimal root (``Running``'s attributes
+say which a launch got), and saves ~1.5 s of CPU per child.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import functools
 import json
 import logging
@@ -45,11 +49,22 @@ class Launch:
     namespaces: bool
     threads: int
     device: str
+    # The child's ends of (requests, replies, report) pipes: its descriptors 0, 3 and 4.
+    # The caller keeps ownership (closes its copies once ``launch`` returned).
+    channel: tuple[int, int, int] | None = None
+    # The limit of the job's memory cgroup (fork mode); None: the RLIMIT_AS value.
+    memory_bytes: int | None = None
 
 
 class Running(Protocol):
     pid: int
     output: Any  # a binary stream of the child's stdout and stderr
+    # The kernel layers this launch got (all False in exec mode): a pids cgroup, a memory
+    # cgroup, a tmpfs of the disk quota as work directory, the minimal root.
+    pids_cgroup: bool
+    memory_cgroup: bool
+    tmpfs_workdir: bool
+    minimal_root: bool
 
     def poll(self) -> tuple[int, float] | None:
         """(exit code, negative for a signal; CPU seconds) once it ended, else None."""
@@ -97,20 +112,26 @@ class _Exec:
             command = ["setpriv", *ids, "--no-new-privs", "--inh-caps=-all",
                        "--bounding-set=-all", "--", *command]
         if spec.namespaces:
-            command = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc",
-                       *command]
-        rlimits = spec.rlimits
+            command = ["unshare", "--net", "--pid", "--ipc", "--fork", "--kill-child",
+                       "--mount-proc", *command]
+        rlimits, channel = spec.rlimits, spec.channel
 
         def apply_rlimits() -> None:  # in the forked child, before exec
             for name, value in rlimits.items():
                 resource.setrlimit(getattr(resource, name), value)
+            if channel:  # replies on 3, the guard's report on 4 (kept: pass_fds)
+                high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in channel[1:]]
+                os.dup2(high[0], 3)
+                os.dup2(high[1], 4)
 
         self.proc = subprocess.Popen(
             command, cwd=spec.workdir, env=environment(spec.workdir, spec.threads, spec.device),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            preexec_fn=apply_rlimits, start_new_session=True)
+            stdin=channel[0] if channel else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, preexec_fn=apply_rlimits, start_new_session=True,
+            pass_fds=(3, 4) if channel else ())
         self.pid = self.proc.pid
         self.output = self.proc.stdout
+        self.pids_cgroup = self.memory_cgroup = self.tmpfs_workdir = self.minimal_root = False
 
     def poll(self) -> tuple[int, float] | None:
         pid, status, usage = os.wait4(self.pid, os.WNOHANG)
@@ -132,33 +153,57 @@ class _Exec:
 
 
 class _Zygote:
-    def __init__(self, threads: int, device: str) -> None:
+    def __init__(self, threads: int, device: str, template: _Zygote | None = None) -> None:
+        """A fork server: a fresh interpreter, or a copy of ``template`` (milliseconds)."""
         self.threads, self.device = threads, device
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.socket = ours
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "harness.sandbox_zygote", str(theirs.fileno()),
-             json.dumps(registry.import_roots())],
-            env=environment(None, threads, device), stdin=subprocess.DEVNULL,
-            pass_fds=(theirs.fileno(),), start_new_session=True)
+        self.proc: subprocess.Popen | None = None
+        self.pid = 0
+        if template is None:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "harness.sandbox_zygote", str(theirs.fileno()),
+                 json.dumps(registry.import_roots())],
+                env=environment(None, threads, device), stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),), start_new_session=True)
+            self.pid = self.proc.pid
+        else:
+            try:
+                socket.send_fds(template.socket, [b'{"clone": true}'], [theirs.fileno()])
+                cloned = template._receive(timeout=30)
+            except OSError:
+                cloned = None
+            if not cloned or not cloned.get("cloned"):
+                theirs.close()
+                ours.close()
+                raise SandboxUnavailable("the sandbox fork server could not be copied")
         theirs.close()
         atexit.register(self.close)
         reply = self._receive(timeout=120)
         if not reply or not reply.get("ready"):
             self.close()
             raise SandboxUnavailable("the sandbox fork server did not start")
+        self.pid = self.pid or int(reply.get("pid", 0))
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if self.proc is not None:
+            return self.proc.poll() is None
+        try:
+            os.kill(self.pid, 0)
+        except OSError:
+            return False
+        return self.socket.fileno() >= 0
 
     def start(self, spec: Launch) -> _Forked:
         read, write = os.pipe()
         request = {"workdir": str(spec.workdir), "uid": spec.uid,
-                   "namespaces": spec.namespaces,
+                   "namespaces": spec.namespaces, "device": spec.device,
                    "env": environment(spec.workdir, spec.threads, spec.device),
-                   "limits": {k: list(v) for k, v in spec.rlimits.items()}}
+                   "limits": {k: list(v) for k, v in spec.rlimits.items()},
+                   "memory_bytes": spec.memory_bytes}
         try:
-            socket.send_fds(self.socket, [json.dumps(request).encode()], [write])
+            socket.send_fds(self.socket, [json.dumps(request).encode()],
+                            [write, *(spec.channel or ())])
         finally:
             os.close(write)
         reply = self._receive(timeout=60)
@@ -167,7 +212,8 @@ class _Zygote:
             self.close()
             raise SandboxUnavailable("the sandbox fork server did not start the child")
         forked = _Forked(self, reply["pid"], os.fdopen(read, "rb", buffering=0))
-        forked.pids_cgroup = bool(reply.get("pids_cgroup"))
+        for layer in ("pids_cgroup", "memory_cgroup", "tmpfs_workdir", "minimal_root"):
+            setattr(forked, layer, bool(reply.get(layer)))
         return forked
 
     def _receive(self, timeout: float | None) -> dict | None:
@@ -178,17 +224,23 @@ class _Zygote:
         return json.loads(data) if data else None
 
     def close(self) -> None:
-        self.socket.close()
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
+        self.socket.close()  # a copy ends when its socket closes
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait(timeout=10)
+        elif self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
         atexit.unregister(self.close)
 
 
 class _Forked:
     def __init__(self, zygote: _Zygote, pid: int, output: Any) -> None:
         self.zygote, self.pid, self.output = zygote, pid, output
-        self.pids_cgroup = False
+        self.pids_cgroup = self.memory_cgroup = self.tmpfs_workdir = self.minimal_root = False
         self.ended = False  # the fork server's last reply for this job was read
 
     def poll(self) -> tuple[int, float] | None:
@@ -229,7 +281,9 @@ class _Forked:
 # back, so a web process's request threads share a few instead of one per thread.
 _IDLE: dict[tuple[int, str], list[_Zygote]] = {}
 _LOCK = threading.Lock()
-MAX_IDLE = 2
+MAX_IDLE = 64  # copies are cheap (shared pages): one per member of a big group
+# Per (threads, device): a fork server that runs no job and only makes copies.
+_TEMPLATES: dict[tuple[int, str], _Zygote] = {}
 
 
 def _acquire(threads: int, device: str) -> _Zygote:
@@ -240,7 +294,13 @@ def _acquire(threads: int, device: str) -> _Zygote:
             if zygote.alive():
                 return zygote
             zygote.close()
-    return _Zygote(threads, device)
+        template = _TEMPLATES.get((threads, device))
+        if template is not None and not template.alive():
+            template.close()
+            template = None
+        if template is None:  # one fresh interpreter per (threads, device); copies after it
+            template = _TEMPLATES[(threads, device)] = _Zygote(threads, device)
+        return _Zygote(threads, device, template)
 
 
 def _release(zygote: _Zygote) -> None:
@@ -255,8 +315,9 @@ def _release(zygote: _Zygote) -> None:
 def shutdown() -> None:
     """Stop every idle fork server of this process (workers call it on exit)."""
     with _LOCK:
-        zygotes = [z for idle in _IDLE.values() for z in idle]
+        zygotes = [z for idle in _IDLE.values() for z in idle] + list(_TEMPLATES.values())
         _IDLE.clear()
+        _TEMPLATES.clear()
     for zygote in zygotes:
         zygote.close()
 
@@ -272,8 +333,9 @@ def isolation_support() -> dict[str, Any]:
     namespaces = False
     if shutil.which("unshare"):
         try:
-            probe = subprocess.run(["unshare", "--net", "--pid", "--fork", "--kill-child",
-                                    "--mount-proc", "true"], capture_output=True, timeout=20)
+            probe = subprocess.run(["unshare", "--net", "--pid", "--ipc", "--fork",
+                                    "--kill-child", "--mount-proc", "true"],
+                                   capture_output=True, timeout=20)
             namespaces = probe.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             namespaces = False

@@ -8,11 +8,13 @@ import sys
 from collections.abc import Callable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from harness.suite import MetricSpec, Suite
 from harness.tables import TableRow
+from harness.textsafe import printable
 
 
 @contextlib.contextmanager
@@ -25,7 +27,7 @@ def progress_bar(total: int, quiet: bool = False) -> Iterator[Callable[[str], Ca
         task = progress.add_task("cells", total=total)
 
         def advance(label: str) -> Callable[[float], None]:
-            progress.update(task, description=label)
+            progress.update(task, description=shown(label))
             return lambda cells: progress.advance(task, cells)
 
         yield advance
@@ -66,9 +68,15 @@ def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[Tabl
     console.print("\n".join(notes), highlight=False)
 
 
+def shown(text: str) -> str:
+    """Text from outside (an objective's name or label) as rich prints it literally: control
+    characters escaped (:func:`harness.textsafe.printable`), no markup interpreted."""
+    return escape(printable(text))
+
+
 def _cells(r: TableRow, head: MetricSpec, secondary: list[MetricSpec]) -> list[str]:
     s = r.summary
-    name = ("★ " if r.tied_with_best else "  ") + r.objective
+    name = ("★ " if r.tied_with_best else "  ") + shown(r.objective)
     if r.is_reference:
         name += " (ref)"
     mean = f"{head.format(s.mean)} [{head.format(s.ci_low)}, {head.format(s.ci_high)}]" \

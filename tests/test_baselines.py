@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from harness.train import with_state
+
 NAMES = [
     "ce", "mae", "gce", "sce", "nce_rce", "focal", "taylor_ce", "poly1", "boot_soft",
     "boot_hard", "label_smoothing", "ldr_kl", "aldr_kl", "squentropy", "only_top_p",
@@ -30,6 +32,19 @@ def loss_fn(name):
 def run(name, z=Z, y=Y, **kw):
     logits = torch.tensor(z, dtype=torch.float64)
     return loss_fn(name)(logits, torch.tensor(y), **kw)
+
+
+def run_stateful(name, index, state, z=Z, y=Y, **kw):
+    """As the trainer calls a stateful hook: with the batch's slice of ``state``, which
+    is stored back at ``index`` afterwards (harness.train.with_state)."""
+    fn = loss_fn(name)
+
+    def hook(*args, **context):
+        return fn(*args, **kw, **context)
+
+    hook.context = ("state",)
+    return with_state(hook, torch.tensor(z, dtype=torch.float64), torch.tensor(y),
+                      state=state, index=index)
 
 
 def np_softmax(z):
@@ -176,13 +191,13 @@ def test_aldr_kl_first_call_initialises_then_second_call_reads_state():
     state = torch.full((6,), float("nan"), dtype=torch.float64)
     index = torch.tensor([4, 1, 3])
     hp = {"lambda0": 1.0, "alpha": 2.0}  # a small lambda0 makes lambda move visibly
-    loss1 = run("aldr_kl", index=index, state=state, **hp)
+    loss1 = run_stateful("aldr_kl", index, state, **hp)
     exp1, lam1 = np_aldr(Z, Y, np.full(3, 1.0), lambda0=1.0)
     check(loss1, exp1)
     check(state[index], lam1)
     assert torch.isnan(state[[0, 2, 5]]).all()  # untouched rows stay NaN
 
-    loss2 = run("aldr_kl", index=index, state=state, **hp)
+    loss2 = run_stateful("aldr_kl", index, state, **hp)
     exp2, lam2 = np_aldr(Z, Y, lam1, lambda0=1.0)
     check(loss2, exp2)
     check(state[index], lam2)
@@ -192,11 +207,11 @@ def test_aldr_kl_first_call_initialises_then_second_call_reads_state():
 
 def test_aldr_kl_reads_stored_lambda():
     state = torch.tensor([7.0, float("nan"), 5.5], dtype=torch.float64)
-    loss = run("aldr_kl", index=torch.tensor([0, 1, 2]), state=state)
+    loss = run_stateful("aldr_kl", torch.tensor([0, 1, 2]), state)
     expected, lam = np_aldr(Z, Y, np.array([7.0, 10.0, 5.5]))
     check(loss, expected)
     check(state, lam)
-    fresh = run("aldr_kl", index=torch.arange(3), state=torch.full((3,), float("nan")))
+    fresh = run("aldr_kl", state=torch.full((3,), float("nan")))
     assert (loss - fresh).abs().max() > 1e-6
 
 
@@ -204,7 +219,7 @@ def test_aldr_kl_writes_only_given_indices():
     state = torch.arange(8, dtype=torch.float32) + 5.0
     before = state.clone()
     index = torch.tensor([7, 0, 2])
-    run("aldr_kl", index=index, state=state)
+    run_stateful("aldr_kl", index, state)
     others = torch.tensor([1, 3, 4, 5, 6])
     assert torch.equal(state[others], before[others])
     assert not torch.equal(state[index], before[index])
@@ -217,10 +232,9 @@ def test_aldr_kl_lambda_stays_in_range(alpha):
     logits[0] = 0.0  # zero logits: guarded, uniform pi
     targets = torch.randint(0, 10, (64,), generator=g)
     state = torch.full((64,), float("nan"), dtype=torch.float64)
-    index = torch.arange(64)
     fn = loss_fn("aldr_kl")
-    for _ in range(3):
-        loss = fn(logits, targets, alpha=alpha, index=index, state=state)
+    for _ in range(3):  # the whole batch: its slice is all of state
+        loss = fn(logits, targets, alpha=alpha, state=state)
         assert torch.isfinite(loss).all()
         assert (state >= 10.0 * (1 - 1 / alpha) - 1e-9).all() and (state <= 10.0).all()
     assert state[0].item() == pytest.approx(10.0, abs=1e-6)
@@ -230,7 +244,7 @@ def test_aldr_kl_softplus_option():
     state = torch.full((3,), float("nan"), dtype=torch.float64)
     sp = np.log1p(np.exp(Z))
     expected, _ = np_aldr(sp, Y, np.full(3, 10.0))
-    check(run("aldr_kl", softplus=True, index=torch.arange(3), state=state), expected)
+    check(run_stateful("aldr_kl", torch.arange(3), state, softplus=True), expected)
 
 
 # ---------------------------------------------------------------- limits
@@ -264,11 +278,8 @@ def context_for(fn, seeds, batch, n):
     ctx = {}
     if "progress" in params:
         ctx["progress"] = 0.5
-    if "index" in params:
-        g = torch.Generator().manual_seed(1)
-        ctx["index"] = torch.stack([torch.randperm(n, generator=g)[:batch] for _ in range(seeds)])
-    if "state" in params:
-        ctx["state"] = torch.full((seeds, n), float("nan"))
+    if "state" in params:  # the batch's slice of each seed's memory
+        ctx["state"] = torch.full((seeds, batch), float("nan"))
     return ctx
 
 

@@ -105,7 +105,7 @@ def test_ls_lists_variants_and_builtins_without_torch(env, tmp_path):
     for v in get_suite("noisy-labels").variants:
         assert v.name in out
     builtins = registry.builtins()
-    assert len(builtins) == 20  # 15 classification losses, 5 certified baselines
+    assert len(builtins) == 25  # 20 classification losses, 5 certified baselines
     for name, builtin in builtins.items():
         assert f"  {name} " in out
         if builtin.suite:  # a suite's own baseline says whose it is
@@ -401,13 +401,17 @@ def test_missing_real_dataset_is_a_clear_error_not_a_traceback(env, tmp_path):
 
 
 def test_sandbox_flag_trains_files_like_the_workers_do(env, tmp_path):
+    # Peeks once training starts (batches of 64): the validator's batches of 8 pass, as a
+    # submission the server queued would (one that peeks there is refused before a run:
+    # tests/test_cli_sandbox.py).
     write(tmp_path / "peeking.py", """\
         import torch.nn.functional as F
 
 
         def classification_loss(logits, targets):
-            print("about to peek")
-            open("/etc/passwd").read()
+            if targets.shape[-1] > 8:
+                print("about to peek")
+                open("/etc/passwd").read()
             return F.cross_entropy(logits, targets)
         """)
     write(tmp_path / "honest.py", """\

@@ -279,9 +279,9 @@ def metric_ids(ids: list[int]) -> set[int]:
 
 
 def test_a_killed_pool_process_is_redelivered_and_stored_once(workers, broker):
-    workers.start("a")
     ids = cells_for(["ce"], ["sym-0.4"], [0], LONG)
-    assert send(broker, ids) == 1
+    assert send(broker, ids) == 1  # before the worker starts: its reaper sends unsent cells
+    workers.start("a")
     until(lambda: running_under(ids, "a"), "the cell to run on a", report=workers.report)
     workers.kill_pool_process("a")  # mid-cell: it trains for seconds more
     until(lambda: all_finished(ids), "the cell to land", report=workers.report)
@@ -336,10 +336,10 @@ def test_a_killed_worker_is_reaped_and_a_restarted_one_requeues_its_own(workers,
 
 
 def test_a_redis_restart_mid_run_loses_messages_and_every_cell_still_lands(workers, broker):
+    ids = cells_for(["ce", "gce"], ["clean", "sym-0.4", "asym-0.4"], [0, 1], SHORT)
+    assert send(broker, ids) == 6  # before the workers start: their reapers send unsent cells
     workers.start("a")
     workers.start("b")
-    ids = cells_for(["ce", "gce"], ["clean", "sym-0.4", "asym-0.4"], [0, 1], SHORT)
-    assert send(broker, ids) == 6
     until(lambda: Cell.objects.filter(pk__in=ids, status=Cell.RUNNING).exists()
           and broker.client().llen("cpu") > 0, "cells running with messages still waiting",
           report=workers.report)
@@ -373,12 +373,14 @@ def test_a_postgres_restart_mid_run_is_retried_and_every_cell_lands(workers, bro
 
 def test_fifty_cells_under_random_worker_kills_each_land_exactly_once(workers, broker):
     rng = random.Random(20261130)
-    workers.start("w0")
-    workers.start("w1")
     objectives = ["ce", "gce", "mae", "sce", "focal"]
     ids = cells_for(objectives, ["clean", "sym-0.2", "sym-0.4", "asym-0.2", "asym-0.4"],
                     [0, 1], SHORT)
+    # sent before the workers start: a running worker's reaper sends never-sent queued
+    # cells itself, and could take some of these before this send does
     assert len(ids) == 50 and send(broker, ids) == 25
+    workers.start("w0")
+    workers.start("w1")
     kills, restarts = 0, 0
     while kills < 6 and not all_finished(ids):
         name = rng.choice(sorted(workers.processes))

@@ -1,31 +1,49 @@
 """Hostile objectives against the sandbox: every attack in tests/hostile/ is contained.
 
+Only the loss runs inside (docs/sandbox.md): the worker trains every member itself, and
+each member's sandboxed loss server loads the objective file (its top-level code runs
+there), says hello, then either traces its hook once into a graph the worker checks and
+runs itself, or answers each hook call with the loss and its gradients. A server returns
+no files; the guard reports a refusal on its own pipe (descriptor 4), never on the
+output the objective controls.
+
 Each file in tests/hostile/ is one attack, written as a plain objective module (its
 docstring says what it attempts and what must happen). The corpus runs through the real
 entry point, ``run_cells_sandboxed``, on the noisy-labels suite shortened to one epoch
 (variant ``clean``, one seed), several cells at a time on a thread pool (the module fixture
-starts only the cases the selected tests need). Containment is checked from the parent's
-side, independently of what the child reports: marker files outside never appear, no
-process carrying a case's marker survives the call, servers the test runs (TCP on
-127.0.0.1, Unix sockets outside the sandbox) receive nothing, the test process's secrets
-never show in a cell's output or error, and metrics are recomputed here from the judged
-predictions (final test accuracy from the returned weights, with a plain forward pass).
-Every cell must also end with a clear status, reason and error.
+starts only the cases the selected tests need, plus an honest cross-entropy cell per
+number of epochs to compare scores with). Containment is checked from the worker's side,
+independently of what the server says: marker files outside never appear, no process
+carrying a case's marker survives the call, servers the test runs (TCP on 127.0.0.1, Unix
+sockets outside the sandbox) receive nothing, the test process's secrets never show in a
+cell's output or error, final test accuracy is recomputed here from the trained weights
+with a plain forward pass, every request sent to a server is recorded here (what a server
+was ever given), and a cheat without a forbidden action must score as plain
+cross-entropy on the same seed (within ``CE_TOLERANCE``: the secret row order, keyed by
+the code, changes the order of each batch's mean). Every cell must also end with a clear
+status, reason and error.
 
-A refusal by the guard ends the child at once (``killed``/``violation``, the error naming
-that first refusal): an objective cannot catch it and carry on. So each file takes one
-attack path; a file with several takes the one named by its case (``name@param``, the
-``__HOSTILE_PARAM__`` placeholder), or all of them with the guard off (the kernel layers
-alone: Landlock EACCES, seccomp EPERM, the network namespace). ``assert_refused`` checks
-that exactly that refusal ended the cell and nothing after it ran; the containment checks
+A refusal by the guard ends the server at once (``killed``/``violation``, the error naming
+that first refusal, taken from the report pipe or the guard's exit status): an
+objective cannot catch it and carry on. So each file takes one attack path; a file with
+several takes the one named by its case (``name@param``, the ``__HOSTILE_PARAM__``
+placeholder), or all of them with the guard off (the kernel layers alone: the minimal
+root and Landlock ENOENT/EACCES/EROFS, seccomp EPERM, the network and PID namespaces).
+``assert_refused`` checks that exactly that refusal ended the cell, that it never went
+through the objective's output, and that nothing after it ran; the containment checks
 above hold independently. Output the objective wants seen before a refusal is flushed:
-``os._exit`` drops what stdout still buffers.
+``os._exit`` drops what stdout still buffers. One attack switches the guard off from
+inside (raw memory) to show what the kernel answers then; another looks for Debian's
+``_cffi_backend``, which the minimal root no longer holds.
 
-Known holes are pinned with ``xfail(strict=True)``: they fail today and will turn the
-suite red (XPASS) once the sandbox is fixed, so the mark must then be removed.
+A known hole, when one is found, is pinned with ``xfail(strict=True)`` until it is
+fixed (an XPASS then turns the suite red, so the mark must go); none is open now.
+(Raw memory switches the guard off from inside, by design — the guard is an early
+error, not a wall — and what holds then is tested by the kernel cases.)
 
 Nothing here runs a real fork or thread bomb: those attacks are bounded (at most 512
-short-lived threads, a handful of single processes), whether or not a layer holds.
+short-lived threads, a handful of single processes), whether or not a layer holds; the
+memory bombs against the worker are bounded at about 1 GiB.
 ``HARNESS_HOSTILE_TABLE=1 pytest -s tests/test_hostile.py`` prints attack → outcome.
 """
 
@@ -55,6 +73,8 @@ import numpy as np
 import pytest
 import torch
 
+from harness import remote
+from harness.data import data_root
 from harness.registry import get_suite
 from harness.sandbox import Limits, SandboxUnavailable, isolation_support, run_cells_sandboxed
 from harness.sandbox_guard import MARKER
@@ -79,20 +99,36 @@ METRICS = {"test_acc", "best_test_acc", "best_epoch", "noise_rate", "train_acc_c
 THREAD_LIMIT = 64  # Limits.processes of the thread floods (the pids cgroup's pids.max)
 
 ISOLATION_KEYS = {"mode", "namespaces", "uid", "landlock", "seccomp", "python_guard",
-                  "pids_cgroup"}
+                  "pids_cgroup", "memory_cgroup", "tmpfs_workdir", "protocol", "servers",
+                  "served"}
+# The error of a violation whose report the objective kept from the report pipe.
+REPORT_HIDDEN = "the objective attempted a forbidden action (its report of it was hidden)"
+CE = (REPO / "harness" / "objectives" / "builtin" / "ce.py").read_text()
+# |Δ| of a metric between two plain cross-entropy cells of the same seed whose rows came
+# in different secret orders (the order is keyed by the code).
+CE_TOLERANCE = 0.03
+# The most the worker may grow by while it refuses or runs what an objective sent it.
+WORKER_GROWTH = 256 << 20
+# What the kernel answers (errno) when the guard is not there to refuse first: the
+# minimal root (ENOENT: the path does not exist for the job), Landlock (EACCES, EXDEV for
+# a cross-directory rename or link), its read-only root (EROFS), seccomp (EPERM), the PID
+# namespace (ESRCH).
+NO_FILE = {errno.ENOENT, errno.EACCES}
+NO_WRITE = {errno.ENOENT, errno.EACCES, errno.EROFS}
 
 
-def _has_pids_cgroup() -> bool:
-    """Whether the fork server can cap a job's processes and threads (cgroup v1 or v2)."""
-    if Path("/sys/fs/cgroup/pids/cgroup.procs").exists():
+def _has_controller(name: str) -> bool:
+    """Whether the fork server can put a job in a cgroup of this controller (v1 or v2)."""
+    if Path(f"/sys/fs/cgroup/{name}/cgroup.procs").exists():
         return True
     try:
-        return "pids" in Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()
+        return name in Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()
     except OSError:
         return False
 
 
-PIDS_CGROUP = _has_pids_cgroup()
+PIDS_CGROUP = _has_controller("pids")
+MEMORY_CGROUP = _has_controller("memory")
 
 needs_kernel = pytest.mark.skipif(
     not (NAMESPACES and LANDLOCK), reason=f"needs namespaces and Landlock (have {SUPPORT})")
@@ -165,7 +201,7 @@ CASES: dict[str, Case] = {
     **variants("import_webapp_settings", IMPORTS),
     "socket_connect_tcp": Case(),
     **variants("fork_bomb", FORK_WAYS),
-    "memory_50gb": Case(),
+    **variants("memory_50gb", ["traced", "per_call"]),
     "memory_at_import": Case(),
     "spin_forever": Case(limits={"cpu_seconds": 5}),
     "fill_disk": Case(limits={"disk_bytes": 32 << 20}),
@@ -187,16 +223,22 @@ CASES: dict[str, Case] = {
     "pickle_raw_file": Case(),
     "zip_bomb_outputs": Case(measure_memory=True),
     "npy_header_bomb": Case(measure_memory=True),
+    "graph_bomb": Case(measure_memory=True),
     "fake_metrics": Case(),
     "swap_predictions": Case(),
     "fake_earlier_epochs": Case(epochs=2),
     "off_protocol_training": Case(),
-    "tamper_report": Case(),
-    "hide_violations": Case(),
+    **variants("tamper_report", ["forged_ok", "no_verdict"]),
+    **variants("hide_violations", ["junk", "devnull", "closed"]),
     **variants("hide_violations_stderr", ["devnull", "broken_pipe"]),
-    "violation_in_blocked_thread": Case(),
+    **variants("violation_in_blocked_thread", ["replaced", "flooded"]),
     "report_recursion_bomb": Case(),
     "report_bad_types": Case(),
+    "forged_violation": Case(),
+    "terminal_escapes": Case(),
+    **variants("exfiltrate_test_set", ["output", "error"]),
+    "row_key": Case(),
+    "row_key@kernel": KERNEL,
     **variants("digits_labels", ["import", "read"]),
     "inherited_memory_labels": Case(),
     "inherited_memory_labels@kernel": KERNEL,
@@ -233,6 +275,10 @@ CASES: dict[str, Case] = {
     "kernel_symlink_outputs": KERNEL,
     "kernel_signals": KERNEL,
     "kernel_native_threads": dataclasses.replace(KERNEL, limits={"processes": THREAD_LIMIT}),
+    "executable_memory": Case(),
+    "executable_memory@kernel": KERNEL,
+    **variants("raw_memory_guard", ["numpy", "ctypes"], requires="kernel"),
+    "cffi_backend": KERNEL,
 }
 
 
@@ -385,7 +431,15 @@ def children_of(pid: int) -> dict[int, tuple[str, str]]:
     return out
 
 
-_judged = threading.local()
+class _Seen(threading.local):
+    """What the worker's side saw of the cell running on this thread (empty on a thread
+    that runs no case, e.g. the plain CE run at the end)."""
+
+    def __init__(self) -> None:
+        self.accuracies, self.job, self.sent, self.traced = None, {}, [], []
+
+
+_seen = _Seen()
 
 
 def _recording_judge(judge: Callable) -> Callable:
@@ -394,12 +448,46 @@ def _recording_judge(judge: Callable) -> Callable:
 
     def judging(self, suite, job, output, **options):
         try:
-            _judged.accuracies = _accuracies_of_weights(job, output.arrays)
+            _seen.accuracies = _accuracies_of_weights(job, output.arrays)
         except Exception:  # noqa: BLE001 - no usable weights: the judge must reject them
-            _judged.accuracies = None
+            _seen.accuracies = None
         return judge(self, suite, job, output, **options)
 
     return judging
+
+
+def _recording_prepare(prepare: Callable) -> Callable:
+    """The suite's prepare, plus what each job holds that a server must never be sent."""
+
+    def preparing(self, suite, variants, seeds, **options):
+        jobs = prepare(self, suite, variants, seeds, **options)
+        _seen.job = {"labels": np.asarray(jobs[0].inputs["labels"]),
+                     "train": len(jobs[0].inputs["x_train"]),
+                     "test": len(jobs[0].inputs["x_eval"])}
+        return jobs
+
+    return preparing
+
+
+def _recording_call(call: Callable) -> Callable:
+    """``LossServers.call``: every request's tensors (stacked ``[members, ...]``), recorded
+    by shape before they are sent."""
+
+    def calling(self, hook, args, kwargs, leaves, grad, mutable):
+        _seen.sent.append((hook, [tuple(leaf.shape) for leaf in leaves]))
+        return call(self, hook, args, kwargs, leaves, grad, mutable)
+
+    return calling
+
+
+def _recording_trace(trace: Callable) -> Callable:
+    """``LossServers.trace``: the shapes a server is asked to trace on (no data is sent)."""
+
+    def tracing(self, hook, spec, args, kwargs):
+        _seen.traced.append((hook, [tuple(shape) for _, shape in spec]))
+        return trace(self, hook, spec, args, kwargs)
+
+    return tracing
 
 
 def _accuracies_of_weights(job, outputs) -> list[float]:
@@ -431,6 +519,9 @@ class Run:
     peak_growth: int | None  # bytes this process's peak RSS grew by (measure_memory only)
     mode: str  # HARNESS_SANDBOX_MODE when it ran ("" = the default)
     victims: dict[str, list[str]]  # victim placeholder -> how that file changed (see VICTIMS)
+    sent: list[tuple[str, list[tuple[int, ...]]]]  # every request: hook, its tensors' shapes
+    traced: list[tuple[str, list[tuple[int, ...]]]]  # every trace asked for: hook, shapes
+    job: dict[str, Any]  # what the job held (labels, training and test set sizes)
 
     @property
     def result(self) -> CellResult:
@@ -462,19 +553,27 @@ class Corpus:
         self.victim.write_text("the victim's original content\n")
         self.victim_digest = hashlib.sha256(self.victim.read_bytes()).hexdigest()
         self.canary = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        self.key_file = Path(data_root()) / "sandbox.key"
+        self.key = remote.row_key()  # made now if this machine has none yet
         self.futures: dict[str, Future] = {}
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="hostile")
         selected = sorted((n for n in set(names) if CASES[n].runnable()),
                           key=list(CASES).index)
-        # cells launched the default way first; then the ones that switch the launch mode
-        # (an environment variable, so only when nothing else is in flight)
-        first = [n for n in selected if not CASES[n].mode]
+        # cells launched the default way first; then, one at a time with nothing else in
+        # flight, those that measure this process's peak memory (which every cell in flight
+        # adds to); then the ones that switch the launch mode (an environment variable)
+        first = [n for n in selected if not CASES[n].mode and not CASES[n].measure_memory]
+        measured = [n for n in selected if not CASES[n].mode and CASES[n].measure_memory]
         later = [n for n in selected if CASES[n].mode]
+        # plain cross-entropy on the same seed, to compare the cheats' scores with
+        self.honest_runs = {epochs: self._pool.submit(self._run, f"honest@{epochs}")
+                            for epochs in sorted({1, *(CASES[n].epochs for n in selected)})}
         for name in first:
             self.futures[name] = self._pool.submit(self._run, name)
-        for name in later:
+        for name in [*measured, *later]:
             self.futures[name] = Future()
-        self._later = threading.Thread(target=self._run_later, args=(first, later), daemon=True)
+        self._later = threading.Thread(target=self._run_later, args=(first, measured, later),
+                                       daemon=True)
         self._later.start()
 
     def run(self, name: str) -> Run:
@@ -488,13 +587,25 @@ class Corpus:
     def result(self, name: str) -> CellResult:
         return self.run(name).result
 
+    def honest(self, epochs: int = 1) -> Run:
+        """Plain cross-entropy (harness/objectives/builtin/ce.py) in the same sandbox."""
+        run = self.honest_runs[epochs].result(timeout=600)
+        assert (run.result.status, run.result.reason) == ("ok", ""), run.result.error
+        return run
+
     def wait_all(self) -> list[Run]:
         self._later.join(timeout=600)
-        return [f.result(timeout=600) for f in self.futures.values()]
+        return [f.result(timeout=600) for f in [*self.honest_runs.values(),
+                                                 *self.futures.values()]]
 
-    def _run_later(self, first: list[str], later: list[str]) -> None:
-        for name in first:
-            self.futures[name].exception()  # wait, whatever happened
+    def _run_later(self, first: list[str], measured: list[str], later: list[str]) -> None:
+        for future in [*self.honest_runs.values(), *(self.futures[n] for n in first)]:
+            future.exception()  # wait, whatever happened
+        for name in measured:
+            try:
+                self.futures[name].set_result(self._run(name))
+            except BaseException as exc:  # noqa: BLE001 - hand it to the test
+                self.futures[name].set_exception(exc)
         if not later:
             return
         previous = os.environ.get("HARNESS_SANDBOX_MODE")
@@ -525,16 +636,20 @@ class Corpus:
             "__HOSTILE_SANDBOX_BASE__": str(self.base),
             "__HOSTILE_TEST_PID__": str(os.getpid()),
             "__HOSTILE_CANARY_PID__": str(self.canary.pid),
-            "__HOSTILE_PARAM__": CASES[name].param,
+            "__HOSTILE_PARAM__": CASES[name].param if name in CASES else "",
+            "__HOSTILE_KEY_FILE__": str(self.key_file),
             "__HOSTILE_OWN_VICTIM__": str(self.outside / f"victim-{tag}"),
             "__HOSTILE_READABLE_VICTIM__": str(SUITES_DIR / f"_hostile_victim_{tag}"),
         }
 
     def _run(self, name: str) -> Run:
-        case = CASES[name]
         stem = name.split("@")[0]
+        if stem == "honest":  # honest@EPOCHS
+            case, source = Case(epochs=int(name.split("@")[1])), CE
+        else:
+            case, source = CASES[name], (HOSTILE / f"{stem}.py").read_text()
         tokens = self.tokens(name)
-        code = source = (HOSTILE / f"{stem}.py").read_text()
+        code = source
         for token, value in tokens.items():
             code = code.replace(token, value)
         assert "__HOSTILE_" not in code, f"{stem}.py uses an unknown placeholder"
@@ -546,7 +661,7 @@ class Corpus:
         limits = dataclasses.replace(
             Limits.for_run(suite, 1, 1),
             **{"wall_seconds": 60, "cpu_seconds": 60, "disk_bytes": 64 << 20, **case.limits})
-        _judged.accuracies = None
+        _seen.accuracies, _seen.job, _seen.sent, _seen.traced = None, {}, [], []
         rss = reset_peak_rss() if case.measure_memory else None
         start = time.monotonic()
         results, raised = [], None
@@ -564,9 +679,10 @@ class Corpus:
             finally:
                 if token == "__HOSTILE_READABLE_VICTIM__":  # inside the repository: never left
                     victim.unlink(missing_ok=True)
-        return Run(name, tokens, results, raised, seconds, _judged.accuracies,
+        return Run(name, tokens, results, raised, seconds, _seen.accuracies,
                    processes_touching(tokens["__HOSTILE_MARKER__"]), growth,
-                   os.environ.get("HARNESS_SANDBOX_MODE", ""), changes)
+                   os.environ.get("HARNESS_SANDBOX_MODE", ""), changes, _seen.sent,
+                   _seen.traced, _seen.job)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -612,7 +728,12 @@ def corpus(request: pytest.FixtureRequest,
         mp.setenv("DATABASE_URL", DATABASE_URL)
         mp.setenv("HARNESS_SANDBOX_DIR", str(base))
         mp.delenv("HARNESS_SANDBOX_STRICT", raising=False)
+        mp.delenv("HARNESS_SANDBOX_KEY", raising=False)  # the key file is the one to attack
         mp.setattr(protocol.NoisyLabels, "judge", _recording_judge(protocol.NoisyLabels.judge))
+        mp.setattr(protocol.NoisyLabels, "prepare",
+                   _recording_prepare(protocol.NoisyLabels.prepare))
+        mp.setattr(remote.LossServers, "call", _recording_call(remote.LossServers.call))
+        mp.setattr(remote.LossServers, "trace", _recording_trace(remote.LossServers.trace))
         started = Corpus(_selected_cases(request.session.items), base, outside)
         try:
             yield started
@@ -641,15 +762,23 @@ def assert_no_secret(run: Run) -> None:
 
 
 def assert_layers(run: Run, *, python_guard: bool = True) -> dict[str, Any]:
-    """The isolation record is the parent's: every key, and the layers this case asked for."""
+    """The isolation record is the worker's: every key, and the layers this case asked for."""
     record = run.result.info["sandbox"]
     assert set(record) == ISOLATION_KEYS, record
-    assert record["mode"] == (CASES[run.name].mode or "fork"), record
+    mode = CASES[run.name].mode if run.name in CASES else ""
+    assert record["mode"] == (mode or "fork"), record
     assert record["python_guard"] is python_guard, record
     assert record["namespaces"] is NAMESPACES and record["landlock"] == (LANDLOCK or None)
     assert record["seccomp"] is True, record
-    if CASES[run.name].mode != "exec":
+    assert (record["protocol"], record["servers"]) == ("loss-only", 1), record
+    assert isinstance(record["served"], dict), record
+    if mode == "exec":  # no fork server: no cgroups, no tmpfs work directory
+        assert not (record["pids_cgroup"] or record["memory_cgroup"]
+                    or record["tmpfs_workdir"]), record
+    else:
         assert record["pids_cgroup"] is PIDS_CGROUP, record
+        assert record["memory_cgroup"] is MEMORY_CGROUP, record
+        assert record["tmpfs_workdir"] is NAMESPACES, record
     return record
 
 
@@ -660,17 +789,38 @@ def started_count(output: str, pattern: str) -> int:
 
 
 def assert_refused(run: Run, what: str, *, pattern: bool = False) -> CellResult:
-    """The guard's first refusal ended the child: ``killed``/``violation``, the error is
-    exactly that one refusal (``what``; a regular expression if ``pattern``), streamed once,
-    and nothing the objective meant to do after it ran."""
+    """The guard's first refusal ended the server: ``killed``/``violation``, the error is
+    exactly that one refusal (``what``; a regular expression if ``pattern``), taken from the
+    report pipe (the objective's output never holds it), and nothing the objective meant
+    to do after it ran."""
     r = assert_clear(run, "killed", "violation")
     expected = what if pattern else re.escape(what)
     assert re.fullmatch(f"sandbox: {expected} is not allowed", r.error), (
         f"{run.name}: the error is not the one refusal {what!r}: {r.error!r}")
-    assert r.captured.count(MARKER) == 1, r.captured[-1500:]
+    assert MARKER.strip() not in r.captured, r.captured[-1500:]  # the report pipe, only
     assert "still running after" not in r.captured and "succeeded" not in r.captured, r.captured
     assert not r.metrics, r.metrics
     return r
+
+
+def assert_scores_as_ce(run: Run, corpus: Corpus) -> CellResult:
+    """An ``ok`` cell, judged from its own weights, that scores as plain cross-entropy on
+    the same seed and epochs (within ``CE_TOLERANCE``)."""
+    r = assert_clear(run, "ok", "")
+    honest = corpus.honest(CASES[run.name].epochs).result
+    assert set(r.metrics) == set(honest.metrics) == METRICS, r.metrics
+    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])  # from the weights
+    for key in ("test_acc", "best_test_acc", "train_acc_clean"):
+        assert abs(r.metrics[key] - honest.metrics[key]) <= CE_TOLERANCE, (
+            f"{run.name}: {key} {r.metrics[key]:.4f}, plain cross-entropy "
+            f"{honest.metrics[key]:.4f}")
+    return r
+
+
+def kernel_answers(output: str) -> dict[str, int]:
+    """``name: refused [Errno N] ...`` lines of an attack's output, as name -> errno."""
+    return {m.group(1): int(m.group(2))
+            for m in re.finditer(r"^(.+?): refused \[Errno (\d+)\]", output, re.M)}
 
 
 def fill(template: str, run: Run) -> str:
@@ -721,29 +871,42 @@ def test_the_database_url_is_out_of_reach(corpus):
 @attack("database_url@kernel")
 def test_kernel_alone_keeps_every_settings_file_out_of_reach(corpus):
     run = corpus.run("database_url@kernel")
-    r = assert_clear(run, "failed", "objective", "PermissionError", "[Errno 13]",
-                     "webapp/settings.py")
+    r = assert_clear(run, "failed", "objective", "webapp/settings.py")
     assert "environment: {}" in r.captured and "=>" not in r.captured, r.captured
+    # the minimal root has no webapp/ (ENOENT); Landlock would refuse it anyway (EACCES)
     for name in ("webapp/settings.py", "webapp/settings_test.py"):  # present in the repo
-        assert f"{name}: PermissionError: [Errno 13]" in r.captured, r.captured
+        found = re.search(rf"^{re.escape(name)}: \w+Error: \[Errno (\d+)\]", r.captured, re.M)
+        assert found and int(found.group(1)) in NO_FILE, r.captured
     assert_layers(run, python_guard=False)
 
 
 @pytest.mark.parametrize("case", cases_of("import_webapp_settings"))
-def test_importing_the_web_settings_is_a_violation(corpus, case):
+def test_importing_the_web_settings_is_refused(corpus, case):
     run = corpus.run(case)
     package = IMPORTS[CASES[case].param]
-    # the import system's first look into the package: listing it, or reading its
-    # __init__ (or cached bytecode) when the directory was already listed
-    assert_refused(run, rf"(listing /\S*/{package}|reading /\S*/{package}/\S+)", pattern=True)
+    assert_not_importable(run, package)
     assert "DATABASES" not in run.result.captured and "broker" not in run.result.captured
+
+
+def assert_not_importable(run: Run, package: str) -> None:
+    """The package is nowhere the server can import it from: the minimal root holds only
+    the read roots (ModuleNotFoundError), or where the import system finds it, the guard
+    refuses its first look into it (listing it, or reading its __init__ or bytecode)."""
+    if run.result.reason == "violation":
+        assert_refused(run, rf"(listing /\S*/{package}|reading /\S*/{package}/\S+)",
+                       pattern=True)
+    else:
+        assert_clear(run, "failed", "objective", f"No module named '{package}'")
 
 
 @pytest.mark.parametrize("case", cases_of("digits_labels"))
 def test_the_suites_label_files_are_out_of_reach(corpus, case):
     run = corpus.run(case)
-    target = r"\S+" if CASES[case].param == "import" else r"datasets/data/digits\.csv\.gz"
-    assert_refused(run, rf"reading /\S*/site-packages/sklearn/{target}", pattern=True)
+    if CASES[case].param == "import":
+        assert_not_importable(run, "sklearn")
+    else:  # the guard sees the path first (the kernel: not in the minimal root)
+        assert_refused(run, r"reading /\S*/site-packages/sklearn/datasets/data/digits\.csv\.gz",
+                       pattern=True)
     assert "labels:" not in run.result.captured and "bytes of digits" not in run.result.captured
 
 
@@ -759,11 +922,9 @@ def test_walking_the_inherited_heap_is_a_violation(corpus):
 @attack("inherited_memory_labels@kernel")
 def test_no_labels_are_inherited_in_memory(corpus):
     run = corpus.run("inherited_memory_labels@kernel")
-    r = assert_clear(run, "ok", "")
+    r = assert_scores_as_ce(run, corpus)
     assert "heap walked: label_like_arrays=0" in r.captured, r.captured
     assert "FOUND modules=[] cached=0" in r.captured
-    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
-    assert r.metrics["test_acc"] < 0.9
     assert_layers(run, python_guard=False)
 
 
@@ -771,8 +932,11 @@ def test_no_labels_are_inherited_in_memory(corpus):
 def test_other_cells_work_directories_are_out_of_reach(corpus):
     run = corpus.run("sibling_workdirs")
     # both directories are ancestors of the work directory, which the guard lets the import
-    # system list: Landlock's EACCES is what stops it
-    assert_clear(run, "failed", "objective", "PermissionError", "[Errno 13]", str(corpus.base))
+    # system list: the kernel stops it (Landlock's EACCES; in the minimal root the base
+    # holds nothing but this server's own work directory anyway)
+    r = assert_clear(run, "failed", "objective", str(corpus.base))
+    found = re.search(r"raised \w+Error while loading: \[Errno (\d+)\]", r.error)
+    assert found and int(found.group(1)) in NO_FILE, r.error
     assert "job.json" not in run.result.captured and "inputs.npz" not in run.result.captured
 
 
@@ -797,38 +961,33 @@ def test_renames_and_links_to_outside_are_refused_and_reported(corpus, case):
 @attack("rename_outside@kernel")
 def test_kernel_alone_refuses_renames_links_and_dir_fd_reads_outside(corpus):
     run = corpus.run("rename_outside@kernel")
-    r = assert_clear(run, "ok", "")  # every error swallowed, then it trained
+    r = assert_scores_as_ce(run, corpus)  # every error swallowed, then it trained
     escape = run.tokens["__HOSTILE_ESCAPE__"]
     for suffix in RENAMES.values():
         assert not os.path.lexists(escape + suffix)
     assert "succeeded" not in r.captured and r.captured.count(" failed: ") == 4, r.captured
-    # Landlock: moving or linking a file out of the work directory is a cross-directory
-    # reference it refuses with EXDEV; creating the symlink outside, EACCES
-    for name, refusal in (("rename", "[Errno 18] Invalid cross-device link"),
-                          ("link", "[Errno 18] Invalid cross-device link"),
-                          ("symlink", "[Errno 13] Permission denied")):
-        assert f"{name} failed: {refusal}: 'bait.txt' -> '{escape}" in r.captured, r.captured
-    assert "dir_fd failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.captured
+    # Landlock refuses a rename or link out of the work directory as a cross-directory
+    # reference (EXDEV) or creating anything outside (EACCES); the minimal root is
+    # read-only (EROFS) and holds no /etc/passwd (ENOENT)
+    for name, refused, target in (("rename", {errno.EXDEV, *NO_WRITE}, escape),
+                                  ("link", {errno.EXDEV, *NO_WRITE}, escape),
+                                  ("symlink", NO_WRITE, escape),
+                                  ("dir_fd", NO_FILE, "self/root/etc/passwd")):
+        found = re.search(rf"^{name} failed: \[Errno (\d+)\] .*'{re.escape(target)}", r.captured,
+                          re.M)
+        assert found and int(found.group(1)) in refused, (name, r.captured)
     assert_layers(run, python_guard=False)
 
 
 @needs_kernel
 @attack("rename_outside@dir_fd")
-def test_a_dir_fd_relative_read_outside_is_refused_by_landlock(corpus):
-    r = corpus.result("rename_outside@dir_fd")
-    assert "dir_fd failed: [Errno 13] Permission denied: 'self/root/etc/passwd'" in r.captured
-    assert "root:x:0:0" not in r.captured and "succeeded" not in r.captured
-
-
-@needs_kernel
-@pytest.mark.xfail(strict=True, reason=(
-    "reporting gap (Landlock refuses the read): the 'open' audit event carries no dir_fd, so "
-    "the guard resolves os.open('self/root/etc/passwd', dir_fd=<fd of /proc>) against the "
-    "work directory and lets it through; the refusal is never recorded as a violation and "
-    "the cell, which swallowed the EACCES, is 'ok'"))
-@attack("rename_outside@dir_fd")
-def test_a_dir_fd_relative_read_outside_is_reported(corpus):
-    assert_clear(corpus.run("rename_outside@dir_fd"), "killed", "violation", "etc/passwd")
+def test_a_dir_fd_outside_the_work_directory_is_refused_and_reported(corpus):
+    """The audit event of a dir_fd-relative open carries no dir_fd, so the guard refuses
+    the descriptor itself: a directory outside the work directory opened as one. (Without
+    the guard the kernel refuses the read: test_kernel_alone_refuses_renames_links_...)"""
+    run = corpus.run("rename_outside@dir_fd")
+    assert_refused(run, "opening the directory /proc as a descriptor")
+    assert "root:x:0:0" not in run.text and "succeeded" not in run.result.captured
 
 
 @attack("symlink_outputs")
@@ -1083,34 +1242,56 @@ def test_a_path_that_changes_its_answer_is_reported(corpus):
 def test_a_refusal_ends_the_child_whatever_status_it_chose(corpus, case):
     run = corpus.run(case)
     r = run.result
+    # a read the guard let through would print (the output is captured to the end)
     assert "root:x:0:0" not in r.captured and "read /etc/passwd" not in r.captured
     assert "still running after the refusal" not in r.captured
-    assert "sandbox: reading /etc/passwd is not allowed" in r.captured, r.captured  # refused
+    if CASES[case].param == "status":
+        assert r.error == "sandbox: reading /etc/passwd is not allowed", r.error
 
 
 @needs_kernel
-@pytest.mark.parametrize("case", cases_of("guard_exit_status"))
+@pytest.mark.parametrize("case", [
+    "guard_exit_status@status",
+    "guard_exit_status@after_report",
+])
 def test_a_refusal_is_reported_whatever_status_it_chose(corpus, case):
-    assert_clear(corpus.run(case), "killed", "violation")
+    assert_refused(corpus.run(case), "reading /etc/passwd")
 
 
-@attack("violation_in_blocked_thread")
-def test_a_refusal_blocked_on_stderr_lets_nothing_through(corpus):
-    r = corpus.result("violation_in_blocked_thread")
+@pytest.mark.parametrize("case", cases_of("violation_in_blocked_thread"))
+def test_a_refusal_cannot_be_held_back_by_its_report(corpus, case):
+    run = corpus.run(case)
+    r = run.result
     assert "root:x:0:0" not in r.captured and "read /etc/passwd" not in r.captured
-
-
-@attack("violation_in_blocked_thread")
-def test_a_refusal_blocked_on_stderr_still_ends_the_child(corpus):
-    assert_clear(corpus.run("violation_in_blocked_thread"), "killed", "violation")
+    assert "refusing thread still blocked" not in r.captured  # it ended at the refusal
+    assert_clear(run, "killed", "violation")
+    if CASES[case].param == "replaced":  # the guard writes to the report pipe it was given
+        assert r.error == REPORT_HIDDEN, r.error
+    else:  # flooded: its line is the report's, or drowned out by the objective's
+        assert r.error in ("sandbox: reading /etc/passwd is not allowed", REPORT_HIDDEN), r.error
 
 
 # --- resource limits ----------------------------------------------------------------------------
 
 
-@attack("memory_50gb")
+@attack("memory_50gb@per_call")
 def test_allocating_50_gb_is_killed_for_memory(corpus):
-    assert_clear(corpus.run("memory_50gb"), "killed", "memory", "allocate")
+    run = corpus.run("memory_50gb@per_call")
+    assert_clear(run, "killed", "memory", "allocate")
+    assert run.result.info["sandbox"]["served"]["classification_loss"].startswith("per call")
+
+
+@attack("memory_50gb@traced")
+def test_a_traced_50_gb_allocation_is_refused_before_it_is_made(corpus):
+    # traced on fake tensors in the server (nothing allocated there); the worker checks the
+    # graph's sizes on meta tensors before its first real call, will not run it and serves
+    # it per call instead: the allocation is then the sandbox's to refuse
+    run = corpus.run("memory_50gb@traced")
+    assert_clear(run, "killed", "memory", "allocate")
+    assert run.result.info["sandbox"]["served"]["classification_loss"] == (
+        "per call: the traced hook makes a tensor of 50,000,000,000 elements "
+        "(at most 4,194,304)")
+    assert run.peak_growth is None or run.peak_growth < WORKER_GROWTH
 
 
 @attack("memory_at_import")
@@ -1193,151 +1374,307 @@ def test_a_wrong_dtype_loss_fails_the_objective(corpus):
     assert_clear(corpus.run("wrong_dtype_loss"), "failed", "objective", "dtype", "Long")
 
 
-# --- outputs, reports and metrics -----------------------------------------------------------------
+# --- what a server returns: replies, graphs, files, metrics ---------------------------------
 
 
-@pytest.mark.parametrize(("case", "why"), [
-    ("pickle_object_array", "an object array, i.e. a pickle"),
-    ("pickle_raw_file", "not an .npz")])
-def test_pickled_outputs_are_rejected_and_never_unpickled(corpus, case, why):
-    run = corpus.run(case)
-    assert_clear(run, "failed", "invalid-output", "outputs are not plain numpy arrays", why)
+@attack("pickle_object_array")
+def test_files_a_server_leaves_are_never_read(corpus):
+    run = corpus.run("pickle_object_array")
+    assert_scores_as_ce(run, corpus)
+    assert not Path(run.tokens["__HOSTILE_PICKLE_MARKER__"]).exists()
+
+
+@attack("pickle_raw_file")
+def test_a_pickle_sent_as_a_reply_is_never_unpickled(corpus):
+    run = corpus.run("pickle_raw_file")
+    assert_clear(run, "failed", "invalid-output", "broke the protocol",
+                 "a reply header that is not JSON")
     assert not Path(run.tokens["__HOSTILE_PICKLE_MARKER__"]).exists()
 
 
 @pytest.mark.parametrize(("case", "why"), [
-    ("zip_bomb_outputs", "outputs must be stored uncompressed"),
-    ("npy_header_bomb", "outputs are not plain numpy arrays")])
-def test_a_decompression_bomb_is_rejected_without_inflating_it(corpus, case, why):
+    ("zip_bomb_outputs", "a reply header of 4,294,967,295 bytes"),
+    ("npy_header_bomb", "more bytes than a reply holds")])
+def test_a_size_bomb_in_a_reply_is_refused_without_allocating_it(corpus, case, why):
     run = corpus.run(case)
-    assert_clear(run, "failed", "invalid-output", why)
+    assert_clear(run, "failed", "invalid-output", "broke the protocol", why)
     if run.peak_growth is None:
         pytest.skip("cannot reset the peak RSS (/proc/self/clear_refs) here")
-    assert run.peak_growth < 256 << 20, f"the worker grew by {run.peak_growth >> 20} MiB"
+    assert run.peak_growth < WORKER_GROWTH, f"the worker grew by {run.peak_growth >> 20} MiB"
+
+
+@attack("graph_bomb")
+def test_a_graph_cannot_make_the_worker_hold_more_than_a_bound(corpus):
+    """Intermediates each under the bound, together far over it: the worker does not run
+    the graph (the sum is bounded too) and the hook is served per call, in the sandbox."""
+    run = corpus.run("graph_bomb")
+    r = assert_scores_as_ce(run, corpus)
+    assert r.info["sandbox"]["served"]["classification_loss"].startswith(
+        "per call: the traced hook's intermediates add up to"), r.info["sandbox"]["served"]
+    if run.peak_growth is not None:
+        assert run.peak_growth < WORKER_GROWTH, f"the worker grew by {run.peak_growth >> 20} MiB"
 
 
 @attack("fake_metrics")
 def test_faked_metrics_inside_do_not_change_the_judged_ones(corpus):
     run = corpus.run("fake_metrics")
-    r = assert_clear(run, "ok", "")
-    assert set(r.metrics) == METRICS
-    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
+    r = assert_scores_as_ce(run, corpus)
     assert r.metrics["test_acc"] < 0.9 and r.metrics["train_acc_clean"] < 0.9
 
 
-@attack("tamper_report")
-def test_a_forged_report_is_scored_as_what_it_returned(corpus):
-    run = corpus.run("tamper_report")
-    r = assert_clear(run, "ok", "")  # the error was erased from the report: judged as returned
+@attack("tamper_report@forged_ok")
+def test_a_forged_reply_is_scored_as_what_it_answered(corpus):
+    run = corpus.run("tamper_report@forged_ok")
+    r = assert_clear(run, "ok", "")  # its error was turned into an answer: judged as one
     assert set(r.metrics) == METRICS
-    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
-    assert r.metrics["test_acc"] < 0.2  # the all-zero model predicts class 0 everywhere
+    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])  # from the weights
+    # zero gradients on every call: the untrained model, about one digit in ten
+    assert r.metrics["test_acc"] < 0.2 and r.metrics["train_acc_clean"] < 0.2, r.metrics
+    assert r.info["sandbox"]["served"]["classification_loss"].startswith("per call")
+    assert len(run.sent) > 1  # answered call after call
 
 
-@attack("tamper_report")
-def test_a_forged_report_does_not_forge_the_wall_time(corpus):
-    run = corpus.run("tamper_report")
+@attack("tamper_report@forged_ok")
+def test_a_forged_reply_does_not_forge_the_wall_time(corpus):
+    run = corpus.run("tamper_report@forged_ok")
     assert 0.05 < run.result.wall_time <= run.seconds, (run.result.wall_time, run.seconds)
 
 
+@attack("tamper_report@no_verdict")
+def test_a_reply_without_a_verdict_fails_the_cell(corpus):
+    r = corpus.result("tamper_report@no_verdict")
+    assert r.status == "failed" and not r.metrics, (r.status, r.metrics)
+    assert "1.0" not in r.error and "0.001" not in r.error, r.error  # nothing of its header
+
+
+@attack("tamper_report@no_verdict")
+def test_a_reply_without_a_verdict_is_an_invalid_output(corpus):
+    assert_clear(corpus.run("tamper_report@no_verdict"), "failed", "invalid-output",
+                 "broke the protocol")
+
+
 @attack("swap_predictions")
-def test_swapped_predictions_are_rejected(corpus):
-    assert_clear(corpus.run("swap_predictions"), "failed", "invalid-output",
-                 "the returned last-epoch predictions do not come from the returned weights")
+def test_predictions_cannot_be_swapped_from_inside(corpus):
+    run = corpus.run("swap_predictions")
+    r = assert_scores_as_ce(run, corpus)
+    assert "found: nothing; wrapper called 0 times" in r.captured, r.captured
 
 
 @attack("fake_earlier_epochs")
 def test_faked_earlier_epochs_leave_the_final_accuracy_honest(corpus):
     run = corpus.run("fake_earlier_epochs")
-    r = assert_clear(run, "ok", "")
-    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])  # from the weights
+    r = assert_scores_as_ce(run, corpus)
     assert r.metrics["test_acc"] < 0.9
+    assert "found no x_eval; wrapper called 0 times" in r.captured, r.captured
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "documented design limit by default (suites/noisy_labels/protocol.py: judge; "
-    "HARNESS_VERIFY_EPOCHS=1 closes it at ~10% cost, see tests/test_sandbox.py): only the "
-    "last epoch's predictions are recomputed from the returned weights; earlier epochs' "
-    "predictions, which give the curve, best_test_acc and best_epoch, are the trainer's "
-    "word, so 1-NN predictions for epoch 1 report best_test_acc ~0.98 at best_epoch 1 "
-    "(the honest 2-epoch model reaches ~0.8)"))
 @attack("fake_earlier_epochs")
 def test_faked_earlier_epochs_do_not_inflate_the_best_epoch(corpus):
+    # every epoch's predictions are the worker's own: 1-NN on the training set would
+    # have reported best_test_acc ~0.98 at best_epoch 1
     r = corpus.result("fake_earlier_epochs")
     assert r.metrics["best_test_acc"] < 0.9, r.metrics
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "protocol bypass: training runs in the objective's interpreter, so it can wrap "
-    "train_members to train 8x the protocol's epochs (or change the optimizer, or fit the "
-    "unlabeled test inputs) and return consistent weights and predictions of the expected "
-    "shapes; the parent can verify that the predictions come from the weights, not how "
-    "the weights were trained: ~0.9 instead of the one-epoch ~0.53"))
 @attack("off_protocol_training")
 def test_training_off_the_protocol_does_not_improve_the_score(corpus):
     run = corpus.run("off_protocol_training")
-    r = assert_clear(run, "ok", "")
-    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
-    assert r.metrics["test_acc"] < 0.7, r.metrics
+    r = assert_scores_as_ce(run, corpus)
+    assert r.metrics["test_acc"] < 0.7, r.metrics  # one epoch, not eight
+    assert "wrapped train_members called 0 times" in r.captured, r.captured
 
 
-@attack("hide_violations")
-def test_hidden_violations_are_still_reported(corpus):
-    # the refusal ends the child before the forged report could be written
-    assert_refused(corpus.run("hide_violations"), "reading /etc/passwd")
+@pytest.mark.parametrize("case", cases_of("hide_violations"))
+def test_a_violation_whose_report_is_hidden_is_still_reported(corpus, case):
+    # the guard's exit status says what happened, not what it was
+    r = assert_clear(corpus.run(case), "killed", "violation")
+    assert r.error == REPORT_HIDDEN, r.error
+    assert "still running after the refusal" not in r.captured and not r.metrics
 
 
-@attack("hide_violations", "fake_metrics")
+@attack("hide_violations@junk", "fake_metrics")
 def test_the_isolation_record_cannot_be_forged(corpus):
-    record = assert_layers(corpus.run("hide_violations"))
-    assert record == corpus.result("fake_metrics").info["sandbox"]  # an honest cell's
+    record = assert_layers(corpus.run("hide_violations@junk"))
+    honest = corpus.result("fake_metrics").info["sandbox"]
+    assert record["served"] == {}  # it ended before its hook was ever asked for
+    assert {**record, "served": None} == {**honest, "served": None}
 
 
-@attack("hide_violations_stderr@devnull")
-def test_violations_hidden_from_stderr_are_still_reported(corpus):
-    # fd 2 pointed at /dev/null: the exit status alone says what happened, not what it was
-    r = assert_clear(corpus.run("hide_violations_stderr@devnull"), "killed", "violation")
-    assert r.error == ("the objective attempted a forbidden action (its report of it was "
-                       "hidden)"), r.error
-    assert "read refused" not in r.captured and MARKER not in r.captured
-
-
-@attack("hide_violations_stderr@broken_pipe")
-def test_a_refusal_reported_into_a_broken_pipe_lets_nothing_through(corpus):
-    r = corpus.result("hide_violations_stderr@broken_pipe")
+@pytest.mark.parametrize("case", cases_of("hide_violations_stderr"))
+def test_violations_hidden_from_stderr_are_still_reported(corpus, case):
+    r = assert_refused(corpus.run(case), "reading /etc/passwd")
     assert "read refused" not in r.captured and "root:x:0:0" not in r.captured
-    assert r.status != "ok" and not r.metrics  # it did end there
-
-
-@attack("hide_violations_stderr@broken_pipe")
-def test_a_refusal_reported_into_a_broken_pipe_is_still_a_violation(corpus):
-    assert_clear(corpus.run("hide_violations_stderr@broken_pipe"), "killed", "violation")
 
 
 @attack("report_recursion_bomb")
-def test_a_recursion_bomb_report_fails_the_cell(corpus):
-    # an unparsable report is no report: the child "ended without a result"
-    assert_clear(corpus.run("report_recursion_bomb"), "failed", "crash", "without a result")
+def test_a_recursion_bomb_reply_fails_the_cell(corpus):
+    run = corpus.run("report_recursion_bomb")
+    assert run.raised is None, run.raised
+    assert_clear(run, "failed", "invalid-output", "a reply header that is not JSON",
+                 "RecursionError")
 
 
 @attack("report_bad_types", "fake_metrics")
-def test_a_report_with_wrong_types_is_reduced_to_what_the_parent_expects(corpus):
+def test_a_hello_with_wrong_types_is_reduced_to_what_the_worker_expects(corpus):
     run = corpus.run("report_bad_types")
-    r = assert_clear(run, "ok", "")
-    assert r.metrics["test_acc"] == pytest.approx(run.accuracies[0])
+    r = assert_scores_as_ce(run, corpus)
     assert isinstance(r.wall_time, float) and 0.05 < r.wall_time <= run.seconds
     assert assert_layers(run) == corpus.result("fake_metrics").info["sandbox"]
+    # the hook's own two tensors, never an ``index`` it declared it wanted
+    assert run.traced or run.sent
+    assert all(len(shapes) == 2 for _, shapes in run.traced + run.sent), (run.traced, run.sent)
+
+
+# --- what a server is given, and what it may print --------------------------------------------
+
+
+@attack("forged_violation")
+def test_a_forged_violation_report_is_only_output(corpus):
+    run = corpus.run("forged_violation")
+    r = assert_scores_as_ce(run, corpus)
+    assert r.error == ""
+    forged = "[sandbox violation] sandbox: reading /etc/passwd is not allowed (load, std"
+    assert f"{forged}out)" in r.captured and f"{forged}err)" in r.captured, r.captured
+
+
+@attack("terminal_escapes")
+def test_terminal_escapes_are_stored_as_printed(corpus):
+    run = corpus.run("terminal_escapes")
+    r = assert_scores_as_ce(run, corpus)
+    for sequence in ("\x1b]0;owned by the objective\x07", "\x1b]52;c;cm0gLXJmIH4K\x07",
+                     "\x1b[2J\x1b[H", "\x9b31mcsi\x9b0m", "all good\r\x1b[Kfaked line\x08\x08",
+                     "nul\x00byte"):
+        assert f"load: {sequence}" in r.captured, (sequence, r.captured)
+
+
+def _rows_sent(run: Run) -> list[int]:
+    """The rows of every request the worker sent (each one member's batch)."""
+    batch = SUITE.settings["batch_size"]
+    rows = []
+    for hook, shapes in run.sent:
+        assert hook == "classification_loss"
+        assert len({shape[:2] for shape in shapes}) == 1, shapes  # one batch in each tensor
+        members, count = shapes[0][:2]
+        assert members == 1 and 0 < count <= batch, shapes
+        assert run.job["test"] not in [d for shape in shapes for d in shape], shapes
+        rows.append(count)
+    return rows
+
+
+@attack("exfiltrate_test_set@output")
+def test_a_server_is_given_its_own_batches_only(corpus):
+    run = corpus.run("exfiltrate_test_set@output")
+    r = assert_scores_as_ce(run, corpus)
+    assert r.info["sandbox"]["served"]["classification_loss"].startswith("per call")
+    assert run.traced == []  # progress and state in its context: never a graph
+    # the worker's record: one epoch of training batches, nothing the size of the test set
+    assert sum(_rows_sent(run)) == run.job["train"], (run.sent, run.job)
+    # the server's own account: the same batches, and the targets of the training set
+    rows = [int(n) for n in re.findall(r"^call \d+: rows=(\d+) ", r.captured, re.M)]
+    assert rows == _rows_sent(run), r.captured[:3000]
+    seen = [int(t) for line in re.findall(r"^targets \d+: \[(.*)\]$", r.captured, re.M)
+            for t in line.split(",")]
+    assert np.array_equal(np.bincount(seen, minlength=10),
+                          np.bincount(run.job["labels"][0], minlength=10))
+
+
+@attack("exfiltrate_test_set@error")
+def test_an_error_carries_no_more_than_a_servers_own_batches(corpus):
+    run = corpus.run("exfiltrate_test_set@error")
+    r = assert_clear(run, "failed", "objective", "everything I was given", "call 1 logits")
+    assert len(r.error) <= 20_000 + 1000  # a server's error text is capped (five full
+    # batches are longer: the dump is cut)
+    assert len(_rows_sent(run)) == 5 and not r.metrics
+    assert "call 6" not in r.error
+
+
+@attack("row_key")
+def test_the_row_order_key_is_out_of_reach(corpus):
+    run = corpus.run("row_key")
+    r = assert_refused(run, f"reading {corpus.key_file}")
+    assert "environment key: None" in r.captured, r.captured  # the scrubbed environment
+    assert corpus.key.decode(errors="replace") not in run.text
+
+
+@needs_kernel
+@attack("row_key@kernel")
+def test_kernel_alone_keeps_the_row_order_key_out_of_reach(corpus):
+    run = corpus.run("row_key@kernel")
+    r = assert_scores_as_ce(run, corpus)
+    assert "environment key: None" in r.captured, r.captured
+    assert kernel_answers(r.captured).get("key file") in NO_FILE, r.captured
+    assert corpus.key.decode(errors="replace") not in run.text
+    assert_layers(run, python_guard=False)
 
 
 # --- the kernel layers alone (no Python guard) ----------------------------------------------------
+
+
+@attack("executable_memory")
+def test_executable_memory_is_refused_by_the_guard(corpus):
+    run = corpus.run("executable_memory")
+    assert_refused(run, "mapping files into memory (mmap.__new__)")
+
+
+@needs_kernel
+@attack("executable_memory@kernel")
+def test_kernel_alone_refuses_new_executable_memory(corpus):
+    """seccomp's W^X rule: no anonymous executable mapping, no mprotect to PROT_EXEC."""
+    run = corpus.run("executable_memory@kernel")
+    r = assert_clear(run, "failed", "objective", "Operation not permitted")
+    answers = kernel_answers(r.captured)
+    assert answers.get("anonymous rwx") == errno.EPERM, r.captured
+    assert "mapped" not in r.captured, r.captured
+    assert_layers(run, python_guard=False)
+
+
+@pytest.mark.parametrize("case", cases_of("raw_memory_guard"))
+def test_with_the_guard_switched_off_the_kernel_holds(corpus, case):
+    """Raw memory (numpy's array interface, an out-of-bounds ctypes pointer) empties the
+    guard's hook list; every forbidden attempt after it is the kernel's to refuse."""
+    run = corpus.run(case)
+    r = run.result
+    if "was not found" in r.captured:
+        pytest.skip(f"the interpreter's layout was not found: {r.captured[:300]}")
+    r = assert_scores_as_ce(run, corpus)
+    assert "emptied the list of" in r.captured, r.captured
+    # system() cannot start a shell (seccomp): glibc reports exit status 127 (32512)
+    succeeded = [line for line in r.captured.splitlines() if ": SUCCEEDED " in line]
+    assert succeeded == ["system: SUCCEEDED 32512"], r.captured
+    answers = kernel_answers(r.captured)
+    for name, expected in {"read /etc/passwd": NO_FILE, "write outside": NO_WRITE,
+                           "tcp connect": {errno.EPERM}, "fork": {errno.EPERM},
+                           "executable mapping": {errno.EPERM}}.items():
+        assert answers.get(name) in expected, (name, r.captured)
+    assert "root:x:0:0" not in run.text
+    assert not Path(run.tokens["__HOSTILE_ESCAPE__"]).exists()
+    assert corpus.tcp.got(run.tokens["__HOSTILE_MARKER__"]) == []
+    assert corpus.canary.poll() is None
+
+
+@needs_kernel
+@attack("cffi_backend")
+def test_debians_cffi_backend_is_not_in_the_sandbox(corpus):
+    """A native module no audit event sees (it calls libc, maps executable memory) is not
+    among the read roots: /usr/lib holds only the shared libraries there."""
+    tag = f"cpython-{sys.version_info.major}{sys.version_info.minor}"
+    if not list(Path("/usr/lib/python3/dist-packages").glob(f"_cffi_backend.{tag}-*.so")):
+        pytest.skip(f"this machine has no Debian _cffi_backend for {tag}")
+    run = corpus.run("cffi_backend")
+    r = assert_scores_as_ce(run, corpus)
+    assert f"no _cffi_backend for {tag}" in r.captured and "loaded" not in r.captured, (
+        r.captured)
+    assert_layers(run, python_guard=False)
+
 
 
 @needs_kernel
 @attack("kernel_read_passwd")
 def test_kernel_alone_refuses_reading_etc_passwd(corpus):
     run = corpus.run("kernel_read_passwd")
-    assert_clear(run, "failed", "objective", "PermissionError",
-                 "[Errno 13] Permission denied: '/etc/passwd'")  # Landlock
+    # the minimal root has no /etc/passwd (ENOENT); Landlock would refuse it anyway (EACCES)
+    r = assert_clear(run, "failed", "objective", "'/etc/passwd'")
+    assert re.search(r"\[Errno (2|13)\]", r.error), r.error
     assert "root:x:0:0" not in run.text
     assert_layers(run, python_guard=False)
 
@@ -1356,8 +1693,10 @@ def test_kernel_alone_refuses_tcp_to_localhost(corpus):
 @attack("kernel_write_outside")
 def test_kernel_alone_refuses_writing_outside(corpus):
     run = corpus.run("kernel_write_outside")
-    assert_clear(run, "failed", "objective", "PermissionError",
-                 f"[Errno 13] Permission denied: '{run.tokens['__HOSTILE_ESCAPE__']}'")
+    r = assert_clear(run, "failed", "objective", f"'{run.tokens['__HOSTILE_ESCAPE__']}'")
+    # the minimal root's /tmp is read-only (EROFS) or absent; Landlock refuses it (EACCES)
+    found = re.search(r"\[Errno (\d+)\]", r.error)
+    assert found and int(found.group(1)) in NO_WRITE, r.error
     assert not Path(run.tokens["__HOSTILE_ESCAPE__"]).exists()
     assert not (REPO / f"{run.tokens['__HOSTILE_MARKER__']}.py").exists()
 
@@ -1384,9 +1723,8 @@ def test_kernel_alone_refuses_every_way_of_starting_a_process(corpus, case):
 @attack("kernel_symlink_outputs")
 def test_kernel_alone_keeps_symlinked_outputs_harmless(corpus):
     run = corpus.run("kernel_symlink_outputs")
-    r = assert_clear(run, "failed", "crash", "without a result")
-    # the child's own report write through the symlink: Landlock refuses it
-    assert "PermissionError: [Errno 13] Permission denied: 'result.json'" in r.captured
+    # a loss server writes no report and the worker reads nothing from its work directory
+    assert_scores_as_ce(run, corpus)
     assert hashlib.sha256(corpus.victim.read_bytes()).hexdigest() == corpus.victim_digest
 
 
@@ -1437,7 +1775,7 @@ def test_the_worker_survives_the_corpus(corpus):
     # a normal objective in this same process still trains and is judged
     ce = (REPO / "harness" / "objectives" / "builtin" / "ce.py").read_text()
     [r] = run_cells_sandboxed(SUITE, ce, "ce.py", {}, ["clean"], [0])
-    assert (r.status, r.reason, r.error) == ("ok", "", "")
+    assert (r.status, r.reason, r.error) == ("ok", "", ""), (r.error, r.captured)
     assert 0.3 < r.metrics["test_acc"] < 1.0
     # and this process is intact: its environment, its children
     assert os.environ["HARNESS_TEST_SECRET"] == SECRET

@@ -101,3 +101,14 @@ def test_non_finite_values_are_stored_as_json_null_and_skipped_metrics():
     cell = Cell.objects.get(version=version, variant="clean", seed=0)
     assert Curve.objects.get(cell=cell, name="train_loss").values == [1.0, None, None]
     assert set(cell.metrics.values_list("name", flat=True)) == {"noise_rate"}
+
+
+def test_text_postgres_refuses_is_stored_escaped():
+    """An objective that prints a NUL byte or raises with a lone surrogate in its message
+    still gets its cell stored (PostgreSQL refuses both in a text column)."""
+    version = storage.version_for(load_objective("ce"))
+    result = CellResult("clean", 0, "failed", {}, {}, error="bad\x00 \udcff", reason="objective",
+                        captured="out\x00put\n")
+    storage.store_results(version, SUITE, [result], ENV)
+    cell = Cell.objects.get(version=version, variant="clean", seed=0)
+    assert (cell.error, cell.captured) == ("bad\\x00 \\udcff", "out\\x00put\n")

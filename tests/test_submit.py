@@ -6,7 +6,7 @@ On the real PostgreSQL of webapp/settings_test.py. Submissions train for one epo
 
 from __future__ import annotations
 
-import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from django.utils.html import escape
 
 from harness.objectives.loading import load_objective
 from harness.objectives.validate import validate
+from harness.remote import LossServers
 from webapp.execution import executors
 from webapp.execution import groups as work
 from webapp.forms import suites_for
@@ -66,23 +67,6 @@ def classification_loss(logits, targets):
 '''
 
 # Holds every training step until the gate file exists, so a test can watch "running".
-GATED = '''"""CE that waits for a gate file during training."""
-import os
-import time
-
-import torch
-
-GATE = {gate!r}
-
-
-def classification_loss(logits, targets):
-    if targets.shape[-1] > 8:
-        deadline = time.monotonic() + 60
-        while not os.path.exists(GATE) and time.monotonic() < deadline:
-            time.sleep(0.01)
-    return -logits.log_softmax(-1).gather(-1, targets[:, None]).squeeze(-1)
-'''
-
 VARIANTS = 7  # noisy-labels' default (public, embedded) variants
 
 
@@ -451,29 +435,37 @@ def test_private_code_is_never_served_to_others_by_these_views(client_a, client_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_thread_runner_does_not_block_and_goes_queued_running_ok(settings):
+def test_thread_runner_does_not_block_and_goes_queued_running_ok(settings, monkeypatch):
+    """A gate on the trusted side (nothing outside can reach a sandboxed hook): the loss
+    servers wait for it before they say hello, so the cells stay running until it opens."""
     settings.HARNESS_EXECUTOR = "thread"
+    gate = threading.Event()
+    start_servers = LossServers.start
+
+    def gated(self):
+        gate.wait(120)
+        return start_servers(self)
+
+    monkeypatch.setattr(LossServers, "start", gated)
     User.objects.create_user("carol", password="pw-carol-123")
     client = Client()
     client.force_login(User.objects.get(username="carol"))
-    with tempfile.TemporaryDirectory() as tmp:
-        gate = Path(tmp) / "gate"
-        start = time.monotonic()
-        response = submit(client, GATED.format(gate=str(gate)), seeds=1)
-        assert response.status_code == 302 and time.monotonic() - start < 30
-        submission = Submission.objects.get()
-        try:
-            first = status(client, submission)
-            assert not first["finished"]  # training cannot pass the gate yet
-            assert {c["status"] for c in first["cells"]} <= {"queued", "running"}
-            running = wait_for(client, submission, lambda s: s["counts"]["running"] == VARIANTS)
-            assert running["counts"]["running"] == VARIANTS
-            assert Cell.objects.filter(started_at__isnull=False).count() == VARIANTS
-            gate.touch()
-            done = wait_for(client, submission, lambda s: s["finished"])
-        finally:
-            gate.touch()
-            assert executors.drain(timeout=120)
+    start = time.monotonic()
+    response = submit(client, CE, seeds=1)
+    assert response.status_code == 302 and time.monotonic() - start < 30
+    submission = Submission.objects.get()
+    try:
+        first = status(client, submission)
+        assert not first["finished"]  # training cannot pass the gate yet
+        assert {c["status"] for c in first["cells"]} <= {"queued", "running"}
+        running = wait_for(client, submission, lambda s: s["counts"]["running"] == VARIANTS)
+        assert running["counts"]["running"] == VARIANTS
+        assert Cell.objects.filter(started_at__isnull=False).count() == VARIANTS
+        gate.set()
+        done = wait_for(client, submission, lambda s: s["finished"])
+    finally:
+        gate.set()
+        assert executors.drain(timeout=120)
     assert done["finished"] and done["counts"]["ok"] == VARIANTS
 
 

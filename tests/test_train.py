@@ -133,9 +133,9 @@ def test_objective_exception_is_reported_with_cause(data):
 NAN_WHEN_SAMPLE0_HAS_LABEL3 = (
     "import torch\n"
     "import torch.nn.functional as F\n"
-    "def classification_loss(logits, targets, *, index, progress):\n"
+    "def classification_loss(logits, targets, *, progress):\n"
     "    ce = F.cross_entropy(logits, targets, reduction='none')\n"
-    "    poison = (index == 0) & (targets == 3) & (progress >= 0.4)\n"
+    "    poison = (targets == 3) & (progress >= 0.4)\n"
     "    return torch.where(poison, torch.full_like(ce, float('nan')), ce)\n")
 
 
@@ -144,6 +144,7 @@ NAN_WHEN_SAMPLE0_HAS_LABEL3 = (
 def test_divergence_marks_only_that_member_at_the_right_step(data, mode, kind):
     x, labels, x_eval = data
     labels = labels.clone()
+    labels[labels == 3] = 2  # hooks see no index: label 3 marks sample 0 of member 0 alone
     labels[:, 0] = torch.tensor([3, 1, 2])  # only member 0 ever sees the poison
     config = TrainConfig(epochs=3, batch_size=32, optimizer=Optimizer(kind, lr=0.01))
     loss = _from_source(NAN_WHEN_SAMPLE0_HAS_LABEL3).bind("classification_loss")

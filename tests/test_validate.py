@@ -281,15 +281,25 @@ def test_stateful_hook_with_context_is_ok(tmp_path):
         import torch
         import torch.nn.functional as F
 
-        def classification_loss(logits, targets, *, index, state, progress, beta: float = 0.9):
+        def classification_loss(logits, targets, *, state, progress, beta: float = 0.9):
             ce = F.cross_entropy(logits, targets, reduction="none")
             with torch.no_grad():
-                old = torch.nan_to_num(state[index], nan=0.0)
-                state[index] = beta * old + (1 - beta) * ce
+                old = torch.nan_to_num(state, nan=0.0)
+                state.copy_(beta * old + (1 - beta) * ce)
             return ce * (1 + progress)
     """, name="ema.py")
     report = validate(spec)
     assert report.problems == [], report.format()
+
+
+def test_asking_for_index_is_an_error_that_says_why(tmp_path):
+    spec = write(tmp_path, """
+        def classification_loss(logits, targets, *, index, state):
+            return logits.logsumexp(-1) - logits.gather(1, targets[:, None])[:, 0]
+    """, name="indexed.py")
+    report = validate(spec)
+    assert [p.code for p in report.problems] == ["signature"], report.format()
+    assert "no longer told which training samples" in report.problems[0].message
 
 
 def test_user_keyboard_interrupt_is_not_swallowed(tmp_path):

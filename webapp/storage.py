@@ -29,6 +29,7 @@ from harness.jsonsafe import finite_or_none
 from harness.objectives.loading import Objective as LoadedObjective
 from harness.suite import CellResult, Suite
 from harness.tables import CellRow
+from harness.textsafe import storable
 from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
 
 
@@ -92,9 +93,9 @@ def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[Cel
                 continue  # finished already, or another worker's now: never stored twice
         cell.variant_hash = variant.config_hash(suite)
         cell.status = r.status
-        cell.error = r.error
+        cell.error = storable(r.error)
         cell.reason = r.reason if r.status not in (Cell.OK, Cell.DIVERGED) else ""
-        cell.captured = (r.captured or "")[:MAX_CAPTURED_CHARS]
+        cell.captured = storable((r.captured or "")[:MAX_CAPTURED_CHARS])
         cell.diverged_step = r.diverged_step
         cell.finished_at = now
         cell.wall_time = r.wall_time
@@ -205,7 +206,7 @@ def heartbeat(claim: Mapping[int, int]) -> int:
 def finish(cells: Q, status: str, reason: str, error: str) -> int:
     """End held cells without a result (timeouts, infrastructure failures)."""
     now = timezone.now()
-    return Cell.objects.filter(cells).update(status=status, reason=reason, error=error,
+    return Cell.objects.filter(cells).update(status=status, reason=reason, error=storable(error),
                                              finished_at=now, heartbeat_at=now)
 
 

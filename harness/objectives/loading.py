@@ -30,6 +30,9 @@ class ObjectiveError(Exception):
         self.code = code
         self.message = message
 
+    def __reduce__(self):  # raised in a worker process, it crosses back pickled
+        return type(self), (self.code, self.message)
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -75,13 +78,17 @@ class Objective:
             return fn(*args, **hp, **{k: v for k, v in context.items() if k in wanted})
 
         bound.__name__ = f"{self.name}.{hook}"
+        bound.context = wanted  # what the trainer has to compute for it
+        if hasattr(fn, "each_member"):  # served from the sandbox: one call for all members
+            bound.each_member = lambda *args, **context: fn.each_member(
+                *args, **hp, **{k: v for k, v in context.items() if k in wanted})
         return bound
 
 
 def load_objective(spec: str, overrides: Mapping[str, Any] | None = None) -> Objective:
     """Resolve ``spec`` (file path, built-in name, or dotted module) and apply overrides."""
     path = Path(spec)
-    if spec.endswith(".py") or path.is_file():
+    if is_file_spec(spec):
         if not path.is_file():
             raise ObjectiveError("not-found", f"objective file {spec} does not exist")
         module, source = _load_file(path)
@@ -145,6 +152,11 @@ def check_signature(hook: str, fn: Callable) -> dict[str, Any]:
             f"e.g. def {hook}({expected}, *, {extra[0]}=...)")
     defaults = {}
     for p in params:
+        if p.name == "index" and p.name not in spec.context:
+            raise ObjectiveError(
+                "signature", f"{hook} asks for 'index': hooks are no longer told which "
+                f"training samples they get; per-sample memory comes as 'state', this batch's "
+                f"slice, which the trainer stores back after the call")
         if p.kind == p.KEYWORD_ONLY and p.name not in spec.context:
             if p.default is p.empty:
                 raise ObjectiveError(
@@ -210,12 +222,25 @@ def _hyperparameter_names(hook: str, fn: Callable) -> set[str]:
     return {n for n in inspect.signature(fn).parameters if n not in context}
 
 
-def _load_file(path: Path) -> tuple[types.ModuleType, str]:
+def read_source(path: Path) -> str:
+    """An objective file's text, read as loading reads it (without running it): the
+    text :attr:`Objective.code_sha256` and :attr:`Objective.version_key` are computed from,
+    so a file checked and trained in the sandbox is stored under the same version."""
     try:
-        source = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ObjectiveError("encoding", f"{path}: not UTF-8 text ({exc.reason} at byte "
                              f"{exc.start})") from exc
+
+
+def is_file_spec(spec: str) -> bool:
+    """Whether :func:`load_objective` takes ``spec`` for a file (tested before any other
+    reading, as there)."""
+    return spec.endswith(".py") or Path(spec).is_file()
+
+
+def _load_file(path: Path) -> tuple[types.ModuleType, str]:
+    source = read_source(path)
     # Compile under the resolved path, which is Objective.path, so that
     # user_traceback(exc, objective.path) finds the user's frames.
     filename = str(path.resolve())

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 
 # Context a classification hook receives only if its signature names it.
 #   progress: float in [0, 1], the fraction of training done (for schedules).
-#   index:    LongTensor [B], the batch's indices into the training set.
-#   state:    FloatTensor [N], per-sample memory for this seed, NaN until first
-#             written; write it in place under torch.no_grad() (ALDR-KL's lambdas).
-CONTEXT_NAMES = ("progress", "index", "state")
+#   state:    FloatTensor [B], this batch's slice of a per-sample memory kept for the
+#             member by the trainer, NaN until first written; write it in place under
+#             torch.no_grad() (ALDR-KL's lambdas) and the trainer stores it back.
+# No sample indices: a hook cannot tell which training samples it is given, so it cannot
+# look anything up about them (clean labels it was shipped with, another member's labels).
+CONTEXT_NAMES = ("progress", "state")
 
 
 @dataclass(frozen=True)

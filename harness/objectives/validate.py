@@ -28,7 +28,7 @@ from harness.objectives.loading import (
     user_traceback,
 )
 
-BATCH, CLASSES, STATE_SIZE = 8, 10, 32
+BATCH, CLASSES = 8, 10
 ORDINARY = "the ordinary batch"
 
 
@@ -146,8 +146,8 @@ def classification_cases(wants_progress: bool) -> list[SmokeCase]:
 
     def case(name: str, logits: Any, progress: float = 0.5) -> SmokeCase:
         return SmokeCase(name, (logits, targets),
-                         {"progress": progress, "index": torch.arange(BATCH),
-                          "state": torch.full((STATE_SIZE,), float("nan"))})
+                         {"progress": progress,
+                          "state": torch.full((BATCH,), float("nan"))})
 
     cases = [case(ORDINARY, base), case("confident logits (30 × randn)", 30 * base),
              case("all-zero logits", torch.zeros_like(base))]

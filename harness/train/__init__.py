@@ -14,11 +14,15 @@ from harness.train.loop import (
     ObjectiveRuntimeError,
     TrainResult,
     classification_member_loss,
+    each_member,
     reduce_loss,
     train_members,
+    with_state,
 )
 from harness.train.members import predict, stack, stacked_init
 
 __all__ = ["MemberLoss", "ObjectiveRuntimeError", "Optimizer", "Paired", "Sampler", "Shuffled",
-           "TrainConfig", "TrainResult", "classification_member_loss", "epoch_orders",
-           "predict", "reduce_loss", "stack", "stacked_init", "train_members"]
+           "TrainConfig", "TrainResult", "classification_member_loss", "each_member",
+           "epoch_orders",
+           "predict", "reduce_loss", "stack", "stacked_init", "train_members",
+           "with_state"]

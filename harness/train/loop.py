@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -158,12 +159,40 @@ def train_members(
 
 def classification_member_loss(model: nn.Module, loss_fn: LossFn) -> MemberLoss:
     """The member loss of a classification hook on batches ``{"x", "y", "index"}``:
-    ``loss_fn(model(x), y, progress=, index=, state=)``."""
+    ``loss_fn(model(x), y, progress=, state=)``."""
     def member_loss(p, batch, state, progress):
         logits = functional_call(model, p, (batch["x"],))
-        return loss_fn(logits, batch["y"], progress=progress, index=batch["index"], state=state)
+        return with_state(loss_fn, logits, batch["y"], state=state, index=batch["index"],
+                          progress=progress)
 
     return member_loss
+
+
+def with_state(hook: LossFn, *args: object, state: Tensor, index: Tensor,
+               **context: object) -> Tensor:
+    """``hook(*args, state=state[index], **context)``, and what the hook wrote into its
+    slice stored back: a hook sees the per-sample memory of its own batch only, never the
+    samples' indices."""
+    if "state" not in getattr(hook, "context", ("state",)):
+        return hook(*args, **context)
+    part = state[index]
+    out = hook(*args, state=part, **context)
+    with torch.no_grad():
+        state[index] = part
+    return out
+
+
+def each_member(hook: Callable[..., Tensor], *args: Tensor, **context: Any) -> Tensor:
+    """A post-hoc hook (fit on validation outputs, applied to test outputs) on each member's
+    slice of the member-stacked ``args`` ``[M, ...]``, its outputs stacked. A hook served
+    from the sandbox (:mod:`harness.remote`) sends member ``m``'s slice to member ``m``'s
+    server; here it is a loop, so the hook may optimise with autograd inside."""
+    batched = getattr(hook, "each_member", None)
+    if batched is not None:
+        return batched(*args, **context)
+    return torch.stack([hook(*(a[m] for a in args), **{
+        k: v[m] if isinstance(v, Tensor) else v for k, v in context.items()})
+        for m in range(args[0].shape[0])])
 
 
 def reduce_loss(out: Tensor) -> Tensor:

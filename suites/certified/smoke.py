@@ -10,7 +10,6 @@ from harness.objectives.validate import (
     BATCH,
     CLASSES,
     ORDINARY,
-    STATE_SIZE,
     Problem,
     SmokeCase,
     check_loss_hook,
@@ -45,8 +44,8 @@ def certified_cases(wants_progress: bool) -> list[SmokeCase]:
         layer_bounds = [(x - eps, x + eps)] + [(h - slack, h + slack) for h in hidden] + [
             (logits - slack, logits + slack)]
         return SmokeCase(name, (logits, worst(logits, slack), targets), {
-            "progress": progress, "index": torch.arange(BATCH),
-            "state": torch.full((STATE_SIZE,), float("nan")), "eps": eps, "eps_max": 0.11,
+            "progress": progress,
+            "state": torch.full((BATCH,), float("nan")), "eps": eps, "eps_max": 0.11,
             "crown_ibp_worst_logits": lambda: worst(logits, slack / 2),
             "bounds": layer_bounds, "adv_logits": logits - 0.5 * slack})
 

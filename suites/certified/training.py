@@ -14,7 +14,7 @@ from torch.func import functional_call
 from harness.objectives.loading import Objective
 from harness.pipeline import InvalidOutput
 from harness.suite import Suite, Variant
-from harness.train import TrainConfig
+from harness.train import TrainConfig, with_state
 from suites.certified import bounds
 from suites.certified.attack import pgd_train_inputs
 from suites.certified.data import Box, Dataset
@@ -117,16 +117,16 @@ def member_loss(net: Net, objective: Objective, training: Training, schedule: Sc
         xb, yb, index = batch["x"], batch["y"], batch["index"]
         eps = schedule.eps(progress)
         logits, stats = net.forward(p, xb)
-        context: dict[str, Any] = {"progress": progress, "index": index, "state": state}
+        context: dict[str, Any] = {"progress": progress, "state": state, "index": index}
         if training.kind == "natural":
-            return hook(logits, yb, **context)
+            return with_state(hook, logits, yb, **context)
         plain = net.fold(p, stats)
         if training.kind == "lifted":
             kappa = schedule.kappa(progress)
-            natural = hook(logits, yb, **context)
+            natural = with_state(hook, logits, yb, **context)
             if kappa >= 1.0:  # the warm-up: (1 − κ)·L(worst) is exactly 0
                 return natural
-            robust = hook(worst_logits(plain, xb, yb, eps), yb, **context)
+            robust = with_state(hook, worst_logits(plain, xb, yb, eps), yb, **context)
             return kappa * natural + (1.0 - kappa) * robust
         context.update(eps=eps, eps_max=schedule.eps_max)
         if "bounds" in wants:
@@ -139,7 +139,7 @@ def member_loss(net: Net, objective: Objective, training: Training, schedule: Sc
         if "adv_logits" in wants:
             context["adv_logits"] = _adversarial_logits(net.plain, plain, xb, yb, eps, box,
                                                         index, progress, train_pgd_steps)
-        return hook(logits, worst_logits(plain, xb, yb, eps), yb, **context)
+        return with_state(hook, logits, worst_logits(plain, xb, yb, eps), yb, **context)
 
     return loss
 

@@ -18,7 +18,7 @@ from harness.objectives.loading import Objective
 from harness.outputs import check_array, diverged_in, diverged_out, params_in, params_out
 from harness.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.suite import CellResult, Suite, Variant
-from harness.train import Shuffled, TrainConfig, stacked_init, train_members
+from harness.train import Shuffled, TrainConfig, each_member, stacked_init, train_members
 
 DATASET_SEED = 20261201
 
@@ -63,8 +63,8 @@ class FakeRegression(Pipeline):
             val = _predict(trained.params, inputs["x_val"])
             test = _predict(trained.params, inputs["x_test"])
             y_val = torch.from_numpy(inputs["y_val"])
-            arrays["test_adjusted"] = torch.stack(
-                [shift(val[m], y_val, test[m]) for m in range(len(seeds))]).numpy()
+            arrays["test_adjusted"] = each_member(
+                shift, val, y_val.expand(len(seeds), -1), test).numpy()
         return TrainOutput(arrays, {"mode": trained.mode, "wall_time": trained.wall_time,
                                     "fallback_reason": trained.fallback_reason,
                                     "posthoc": posthoc})

@@ -1,9 +1,12 @@
 """Fakes perfect metrics from inside: monkeypatches torch.eq, numpy.mean and numpy.equal to
-say "all correct", replaces the suite's judge functions in its own process with ones that
-report test_acc = 1.0, and adds metrics to its report.
+say "all correct", replaces the suite's judge functions (protocol.judge_member,
+NoisyLabels.judge) in its own process with ones that report test_acc = 1.0, and patches
+json.dumps so that every reply header it sends carries perfect metrics too.
 
-Expected: none of it matters - the parent computes every metric from the predictions with
-labels the child never had: status ``ok`` with the real (low, one-epoch) test accuracy.
+Expected: none of it reaches the worker: its server only answers hook calls, the suite's
+judge runs in the worker, and a reply header is read for its verdict alone. The cell is
+``ok`` and scores as plain cross-entropy (a low one-epoch accuracy), computed from the
+trained weights.
 """
 
 import json
@@ -24,8 +27,10 @@ protocol.NoisyLabels.judge = lambda *args, **kw: PERFECT
 _dumps = json.dumps
 
 
-def _boasting(report, **kw):
-    return _dumps({**report, "metrics": PERFECT, "test_acc": 1.0}, **kw)
+def _boasting(header, **kw):
+    if isinstance(header, dict):
+        header = {**header, "metrics": PERFECT, "test_acc": 1.0}
+    return _dumps(header, **kw)
 
 
 json.dumps = _boasting

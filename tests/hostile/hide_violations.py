@@ -1,25 +1,29 @@
-"""Hides its violations: first monkeypatches json.dumps so that the report the child would
-write has no violations and a forged isolation record, then tries to read /etc/passwd
-(swallowing the exception); trains normally.
+"""Hides its violation from the guard's report pipe (descriptor 4, which the objective can
+reach), one way per case (``__HOSTILE_PARAM__``), then reads /etc/passwd (swallowing the
+exception) and trains:
 
-Expected: the refusal ends the child before any report is written, and the guard streamed
-it to the parent as it happened: ``killed``/``violation`` naming /etc/passwd; the
-isolation record is the parent's.
+- ``junk``: writes 64 KiB without a newline into the report pipe first, so that the
+  guard's line comes after everything the worker keeps of a report;
+- ``devnull``: points descriptor 4 at /dev/null;
+- ``closed``: closes descriptor 4.
+
+Expected: the refusal ends the server whatever became of its report (nothing after it
+runs): the guard's exit status alone makes the cell ``killed``/``violation``, and the
+error says that a forbidden action was attempted whose report was hidden. The isolation
+record is the worker's.
 """
 
-import json
+import os
 
 import torch.nn.functional as F
 
-_dumps = json.dumps
-
-
-def _clean(report, **kw):
-    forged = {"landlock": {"abi": 99}, "python_guard": True, "forged": True}
-    return _dumps({**report, "violations": [], "isolation": forged}, **kw)
-
-
-json.dumps = _clean
+WAY = "__HOSTILE_PARAM__"
+if WAY == "junk":
+    os.write(4, b"x" * 65536)
+elif WAY == "devnull":
+    os.dup2(os.open("/dev/null", os.O_WRONLY), 4)
+else:
+    os.close(4)
 
 try:
     open("/etc/passwd").read()

@@ -1,16 +1,16 @@
-"""Hides its violations from both records: points file descriptor 2 (where the guard
-writes each refusal before it ends the process) elsewhere while it reads /etc/passwd
-(refused, exception swallowed), puts stderr back, and monkeypatches json.dumps so that
-the report the child writes lists no violations; trains normally. Per case
-(``__HOSTILE_PARAM__``), fd 2 becomes:
+"""Hides its violation where the guard used to report it: points file descriptor 2
+(stderr) elsewhere while it reads /etc/passwd (refused, exception swallowed), puts
+stderr back, and monkeypatches json.dumps so that whatever its server writes says
+nothing of violations; trains normally. Per case (``__HOSTILE_PARAM__``), fd 2 becomes:
 
 - ``devnull``: /dev/null;
 - ``broken_pipe``: a pipe whose read end is closed, with SIGPIPE back to its default
-  action (Python ignores it), so that the guard's write kills the process with SIGPIPE.
+  action (Python ignores it), so that a report written there would kill the process with
+  SIGPIPE.
 
-Expected: the refusal ends the child (nothing after it runs, no report is written):
-``killed``/``violation``; with its report hidden, the error says that a forbidden action
-was attempted whose report was hidden.
+Expected: the guard no longer writes to stderr at all but to its own report pipe
+(descriptor 4): the refusal ends the server (nothing after it runs) and the cell is
+``killed``/``violation`` naming /etc/passwd, as if stderr had not been touched.
 """
 
 import json

@@ -2,8 +2,9 @@
 sandbox and outputs.npz a symlink to /dev/zero (an endless file), and stops numpy.savez
 from replacing the latter; trains normally.
 
-Expected: the child's final write through result.json is refused by Landlock and the
-parent follows neither link: a ``failed`` cell (crash), the victim unchanged.
+Expected: a loss server writes no report or outputs file (its answers go over its pipe)
+and the worker reads nothing from its work directory, so neither link is followed: the
+cell is ``ok`` and scores as plain cross-entropy, the victim unchanged.
 """
 
 import os

@@ -1,26 +1,32 @@
-"""A memory bomb that passes the zip checks: monkeypatches numpy.savez to write outputs.npz
-with one stored (uncompressed) member of 64 bytes whose .npy header declares 2**40 int64
-values (8 TiB): the archive's declared sizes are tiny, the array's are not.
+"""A memory bomb that passes the size checks: there is no .npy header to lie in any more,
+so the server lies with its payload instead. Its first hook call writes a well-formed
+``{"ok": true}`` reply header and then streams zeros down the reply pipe, far more than a
+reply holds (bounded at 1 GiB), as if the loss and its gradients were that large. It
+asks for ``progress`` so that it is served per call (a traced hook's server is only asked
+for a graph, and a reply that says ``ok`` to that is refused at once).
 
-Expected: rejected as ``invalid-output`` without the worker allocating the declared size.
+Expected: the worker reads exactly the bytes it computed for the reply (a loss and one
+gradient), never what the server sends beyond them: the surplus is read as the next
+reply's header, which breaks the format: ``failed``/``invalid-output``; the worker's
+peak memory does not grow by what was streamed.
 """
 
-import zipfile
+import json
+import os
+import struct
 
-import numpy as np
 import torch.nn.functional as F
 
-
-def _bomb(path, **outputs):
-    header = {"descr": "<i8", "fortran_order": False, "shape": (1 << 40,)}
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
-        with archive.open("eval_predictions.npy", "w") as member:
-            np.lib.format.write_array_header_1_0(member, header)
-            member.write(bytes(64))
+sent = False
 
 
-np.savez = _bomb
-
-
-def classification_loss(logits, targets):
+def classification_loss(logits, targets, *, progress):
+    global sent
+    if not sent:
+        sent = True
+        header = json.dumps({"ok": True}).encode()
+        os.write(3, struct.pack("<I", len(header)) + header)
+        chunk = bytes(1 << 20)
+        for _ in range(1024):
+            os.write(3, chunk)
     return F.cross_entropy(logits, targets, reduction="none")

@@ -1,9 +1,15 @@
-"""Replaces the trainer's outputs with an object array whose pickle runs code on load:
-monkeypatches numpy.savez, which the sandboxed child uses to write outputs.npz.
+"""Leaves an object array whose pickle runs code on load where the worker used to read the
+trainer's outputs: monkeypatches numpy.savez (which the sandboxed child no longer calls)
+and writes outputs.npz (an object array) and result.json (a pickle) into its work
+directory itself; unpickling either would create a marker file outside the sandbox.
+Trains as plain cross-entropy.
 
-Expected: the parent loads outputs with allow_pickle=False: ``failed``, reason
-``invalid-output``, and the payload (creating a marker file outside) never runs.
+Expected: a loss server returns no files: nothing of its work directory is read (the
+directory is removed with the server), the payload never runs and the marker never
+exists; the cell is ``ok`` and scores as plain cross-entropy.
 """
+
+import pickle
 
 import numpy as np
 import torch.nn.functional as F
@@ -25,6 +31,9 @@ def _poisoned(path, **outputs):
 
 
 np.savez = _poisoned
+_poisoned("outputs.npz", loss_curve=np.zeros(1))
+with open("result.json", "wb") as f:
+    f.write(pickle.dumps({"metrics": Payload()}))
 
 
 def classification_loss(logits, targets):

@@ -1,13 +1,16 @@
-"""Writes a raw pickle (not an .npz archive) as outputs.npz, by monkeypatching numpy.savez;
-unpickling it would create a marker file outside the sandbox.
+"""Sends a pickle to the worker: its first reply is a frame whose header is a raw pickle
+(not JSON) and whose payload is another; unpickling either would create a marker file
+outside the sandbox. Otherwise plain cross-entropy.
 
-Expected: ``failed``, reason ``invalid-output`` (not an .npz archive); the marker is
-never created.
+Expected: the worker parses a reply header as JSON only (and reads the payload as raw
+numbers of the sizes it computed): the header is not JSON, the cell is ``failed``/
+``invalid-output``, and the payload never runs (no marker).
 """
 
+import os
 import pickle
+import struct
 
-import numpy as np
 import torch.nn.functional as F
 
 MARKER = "__HOSTILE_PICKLE_MARKER__"
@@ -18,13 +21,13 @@ class Payload:
         return (open, (MARKER, "w"))
 
 
-def _poisoned(path, **outputs):
-    with open(path, "wb") as f:
-        f.write(pickle.dumps({"eval_predictions": Payload()}))
-
-
-np.savez = _poisoned
+sent = False
 
 
 def classification_loss(logits, targets):
+    global sent
+    if not sent:
+        sent = True
+        header = pickle.dumps({"ok": Payload()})
+        os.write(3, struct.pack("<I", len(header)) + header + pickle.dumps(Payload()))
     return F.cross_entropy(logits, targets, reduction="none")

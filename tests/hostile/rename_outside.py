@@ -5,8 +5,9 @@ or all of them, each error swallowed, in the kernel-only case (no guard); then t
 
 Expected: the guard refuses the destinations of rename, link and symlink, and that
 refusal ends the child (``killed``/``violation`` naming the destination). The
-dir_fd-relative open is not recorded (its audit event carries no dir_fd); Landlock refuses
-it (EACCES). Without the guard, the kernel refuses all four; nothing appears outside.
+dir_fd-relative open's audit event carries no dir_fd, so the guard refuses the descriptor
+itself (a directory outside the work directory opened as one). Without the guard, the
+kernel refuses all four; nothing appears outside.
 """
 
 import os

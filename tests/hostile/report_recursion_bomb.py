@@ -1,16 +1,17 @@
-"""Makes the child write a result.json that crashes the parent's JSON parser: 100,000
-nested arrays (under the 1 MiB report cap), by monkeypatching json.dumps.
+"""Makes the worker's JSON parser recurse: patches json.dumps so that its first frame (the
+hello, where the worker used to read result.json) is 32,000 nested arrays, 64,000 bytes,
+under the 64 KiB cap on a reply header.
 
-Expected: the worker treats the report as untrusted input: an unreadable report is no
-report, so a ``failed``/``crash`` cell, never an exception out of run_cells_sandboxed
-(which a worker would retry as an infrastructure error).
+Expected: the worker treats the header as untrusted input: a header it cannot parse
+(RecursionError) breaks the format, ``failed``/``invalid-output``, never an exception
+out of run_cells_sandboxed (which a worker would retry as an infrastructure error).
 """
 
 import json
 
 import torch.nn.functional as F
 
-json.dumps = lambda *args, **kw: "[" * 100_000 + "]" * 100_000
+json.dumps = lambda *args, **kw: "[" * 32_000 + "]" * 32_000
 
 
 def classification_loss(logits, targets):

@@ -1,31 +1,27 @@
-"""A decompression bomb as outputs.npz: monkeypatches numpy.savez to write one deflated
-member that declares 768 MiB of int64 zeros (about 1 MB on disk, far under the disk
-quota), which the parent would inflate if it loaded the outputs.
+"""A size bomb against the worker. There is no outputs.npz to deflate any more; the nearest
+thing a server controls is the length prefix of its reply header, the only size the
+worker takes from it. Its first hook call writes a prefix declaring a 4 GiB header, then
+keeps writing (bounded at 64 MiB) as if the header followed.
 
-Expected: rejected as ``invalid-output`` (members must be stored uncompressed) without the
-worker allocating the declared size.
+Expected: the worker refuses a header over its cap (64 KiB) from the prefix alone, before
+allocating anything for it: ``failed``/``invalid-output`` naming the declared size; the
+worker's peak memory does not grow by the declared size.
 """
 
-import zipfile
+import os
+import struct
 
-import numpy as np
 import torch.nn.functional as F
 
-SIZE = 768 << 20
-
-
-def _bomb(path, **outputs):
-    header = {"descr": "<i8", "fortran_order": False, "shape": (SIZE // 8,)}
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        with archive.open("eval_predictions.npy", "w", force_zip64=True) as member:
-            np.lib.format.write_array_header_1_0(member, header)
-            chunk = bytes(1 << 24)
-            for _ in range(SIZE >> 24):
-                member.write(chunk)
-
-
-np.savez = _bomb
+sent = False
 
 
 def classification_loss(logits, targets):
+    global sent
+    if not sent:
+        sent = True
+        os.write(3, struct.pack("<I", 0xFFFFFFFF))
+        chunk = b"[" * (1 << 20)
+        for _ in range(64):
+            os.write(3, chunk)
     return F.cross_entropy(logits, targets, reduction="none")

@@ -1,6 +1,7 @@
 """ALDR-KL loss (LDR-KL with adaptive per-sample lambda), Zhu et al. ICML 2023.
 
-Stateful: each training sample's lambda lives in the per-seed ``state`` vector.
+Stateful: each training sample's lambda lives in the trainer's per-seed memory; the hook
+gets its batch's slice as ``state`` and updates it in place.
 """
 
 import math
@@ -17,7 +18,6 @@ def classification_loss(
     lambda0: float = 10.0,
     margin: float = 0.1,
     softplus: bool = False,
-    index: torch.Tensor,
     state: torch.Tensor,
 ) -> torch.Tensor:
     """ALDR-KL, per sample i with stored ``lambda_i`` (NaN in ``state`` means ``lambda0``):
@@ -26,7 +26,7 @@ def classification_loss(
     only for CIFAR-100; a zero ``z`` is divided by 1 instead of 0);
     ``pi = normalize(softmax(f / lambda_old) + 1e-5)``;
     ``lambda = lambda0 - lambda0 * KL(pi || U) / (alpha log K)`` (no grad; written to
-    ``state[index]``, so it stays in ``[lambda0 (1 - 1/alpha), lambda0]``);
+    ``state``, so it stays in ``[lambda0 (1 - 1/alpha), lambda0]``);
     ``L = lambda log((1/K) sum_k exp((f_k - f_y + margin 1[k != y]) / lambda))
     - (alpha log K / (2 lambda0)) (lambda - lambda0)^2``.
     Source: Optimization-AI/ICML2023_LDR ``loss.py`` ``ALDRLoss_V1``.
@@ -37,12 +37,12 @@ def classification_loss(
     f = z / torch.where(scale > 0, scale, torch.ones_like(scale))
     log_k = math.log(k)
     with torch.no_grad():
-        lam_old = torch.nan_to_num(state[index].to(f.dtype), nan=lambda0)
+        lam_old = torch.nan_to_num(state.to(f.dtype), nan=lambda0)
         pi = (f / lam_old[:, None]).softmax(-1) + 1e-5
         pi = pi / pi.sum(-1, keepdim=True)
         kl = (pi * (k * pi).log()).sum(-1)
         lam = lambda0 - lambda0 * kl / (alpha * log_k)
-        state[index] = lam.to(state.dtype)
+        state.copy_(lam.to(state.dtype))
     y = targets[:, None]
     not_y = (torch.arange(k, device=logits.device) != y).to(f.dtype)
     d = (f - f.gather(-1, y) + margin * not_y) / lam[:, None]

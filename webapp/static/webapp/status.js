@@ -11,14 +11,26 @@
     if (el && el.textContent !== text) el.textContent = text;
   }
 
+  // Control characters (C0 but tab and newline, DEL, C1), bidi embeddings, overrides and
+  // isolates, and lone surrogates, written as \x1b / \u202e: the objective's text shown
+  // as what it is, as the page's |printable filter (harness/textsafe.py) renders it.
+  var UNPRINTABLE = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+  function printable(text) {
+    return text.replace(UNPRINTABLE, function (c) {
+      var code = c.charCodeAt(0), hex = code.toString(16);
+      return code < 0x100 ? "\\x" + ("0" + hex).slice(-2) : "\\u" + ("000" + hex).slice(-4);
+    });
+  }
+
   // The owner's error text and captured output (null for everyone else).
   function renderDetails(row, cell) {
     var details = row.querySelector(".cell-details");
     if (!details) return;
     var error = row.querySelector(".cell-error"), output = row.querySelector(".cell-output");
-    setText(error, cell.error || "");
+    setText(error, printable(cell.error || ""));
     error.hidden = !cell.error;
-    setText(output, cell.captured || "");
+    setText(output, printable(cell.captured || ""));
     output.hidden = !cell.captured;
     details.hidden = !(cell.error || cell.captured);
   }

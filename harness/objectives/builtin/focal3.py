@@ -1,0 +1,18 @@
+"""Focal loss for calibration, Mukhoti et al. 2020 (gamma=3, full gradient)."""
+
+import torch
+
+
+def classification_loss(
+    logits: torch.Tensor, targets: torch.Tensor, *, gamma: float = 3.0
+) -> torch.Tensor:
+    """Focal: ``-(1 - p_y)^gamma * log p_y``, the modulating factor NOT detached.
+
+    This is the calibration literature's focal loss (gradient through ``(1 - p_y)^gamma``
+    too), unlike ``focal``, the label-noise literature's (APL: factor detached, gamma 0.5).
+    gamma=3 is Mukhoti et al.'s fixed-gamma setting. Per sample (the trainer averages;
+    the reference sums over the batch). Source: torrvision/focal_calibration
+    ``Losses/focal_loss.py``.
+    """
+    log_p_y = logits.log_softmax(-1).gather(-1, targets[:, None]).squeeze(-1)
+    return -((1 - log_p_y.exp()) ** gamma) * log_p_y

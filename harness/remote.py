@@ -1,0 +1,642 @@
+"""Only the loss runs inside: a submitted objective's hooks, served from sandboxed processes.
+
+The trusted trainer keeps the model, the data, the optimizer and every member. For a
+submitted objective it binds :class:`RemoteObjective` instead of the objective's module:
+each hook call sends every member's slice of exactly what the hook's signature asks for
+(the positional tensors, the named context; a lazily computed context such as
+``crown_ibp_worst_logits`` is computed here first) to that member's own sandboxed
+server (:class:`LossServers`, one process per member, so no process sees two members'
+labels), and gets back the member's reduced loss and its gradients with respect to the
+tensors it was sent; autograd here carries them into the model
+(:class:`_Stacked`). ``index`` is never sent; the per-sample ``state`` is the batch's
+slice, written back here. The wire format is :mod:`harness.lossproto`.
+
+The hook is called inside ``torch.func.vmap`` over members (harness.train.loop); the
+autograd function's ``vmap`` rule turns the member-batched call into one round trip to
+all servers, their replies read as they arrive.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import select
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from harness import lossproto, registry
+from harness.lossproto import ProtocolError
+from harness.objectives.loading import Objective
+from harness.sandbox_process import Limits, Process
+from harness.traced import MAX_CONST_BYTES, Graph, TooLarge, Untraceable
+
+HEARTBEAT_SECONDS = 5.0
+APPLY = -2  # a post-hoc reply: its header declares the output, checked (_payload)
+MAX_APPLY_BYTES = 64 << 20
+# Traced graphs (their wire form) by code, hook and call, most recent last.
+_TRACED: dict[str, tuple[dict[str, Any], bytes]] = {}
+JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+class ServerEnded(Exception):
+    """A member's server ended or broke the protocol: the whole group stops."""
+
+    def __init__(self, reason: str, error: str) -> None:
+        super().__init__(error)
+        self.reason, self.error = reason, error
+
+    def __reduce__(self):  # pickles (a worker's pool returns it): both arguments, not args
+        return type(self), (self.reason, self.error)
+
+
+class RemoteError(Exception):
+    """The objective's hook raised (or returned something that is not a loss) in its server."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(text)
+        self.reason = reason
+
+    def __reduce__(self):
+        return type(self), (str(self), self.reason)
+
+
+class LossServers:
+    """One sandboxed loss server per member, all serving the same objective file."""
+
+    def __init__(self, members: int, code: str, filename: str,
+                 hyperparameters: Mapping[str, Any], limits: Limits, *, device: str = "cpu",
+                 python_guard: bool = True, heartbeat: Callable[[], None] | None = None,
+                 identity: str = "") -> None:
+        self.limits, self.heartbeat = limits, heartbeat
+        self.deadline = time.monotonic() + limits.wall_seconds
+        self._last_beat = time.monotonic()
+        self.code, self.filename = code, filename
+        # The row order: secret, but the same whenever the same job runs again.
+        digest = hmac.new(row_key(), json.dumps([identity, code, dict(hyperparameters)],
+                                                default=repr).encode(), hashlib.sha256).digest()
+        self.rows = np.random.default_rng(int.from_bytes(digest[:16], "little"))
+        self.processes: list[Process] = []
+        self.declared: dict[str, Any] = {}
+        self.served: dict[str, str] = {}  # per hook: "graph", or why it is served per call
+        fields = {"task": "serve", "hyperparameters": dict(hyperparameters)}
+        try:  # started side by side (each from its own fork server)
+            failures: list[BaseException] = []
+            with ThreadPoolExecutor(max_workers=min(members, 8)) as pool:
+                futures = [pool.submit(Process, fields, code, filename, limits, threads=1,
+                                       python_guard=python_guard) for _ in range(members)]
+                for future in futures:  # the loss is small: one thread, on the CPU
+                    try:
+                        self.processes.append(future.result())
+                    except BaseException as exc:  # noqa: BLE001 - the rest are closed below
+                        failures.append(exc)
+            if failures:
+                raise failures[0]
+            for p in self.processes:
+                os.set_blocking(p.requests, False)
+                os.set_blocking(p.replies, False)
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self) -> None:
+        """Wait for every server's hello: the objective loaded (or raise its failure)."""
+        hellos = self._exchange({}, {m: 0 for m in range(len(self.processes))}, hello=True)
+        for m, (head, _) in sorted(hellos.items()):
+            if "error" in head:
+                raise self._error(m, head)
+        self.declared = _checked_declaration(hellos[0][0].get("hello"))
+
+    # --- the objective as the trainer sees it -----------------------------------------
+
+    def objective(self) -> Objective:
+        d = self.declared
+        return Objective(name=d["name"], origin="file", source=self.code,
+                         hooks={h: RemoteHook(self, h, d["model"]) for h in d["hooks"]},
+                         defaults=d["defaults"], hyperparameters=d["hyperparameters"],
+                         path=self.filename, context=d["context"])
+
+    # --- one hook call --------------------------------------------------------------------
+
+    def call(self, hook: str, args: list[Any], kwargs: dict[str, Any], leaves: list[Tensor],
+             grad: list[int], mutable: list[int]) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """Every member's (loss, grads of ``grad`` leaves, new ``mutable`` leaves); the
+        leaves are stacked ``[M, ...]``, member ``m`` gets row ``m``."""
+        members = len(self.processes)
+        rows = [[leaf[m].detach().cpu().contiguous().numpy() for leaf in leaves]
+                for m in range(members)]
+        spec = [[a.dtype.str, list(a.shape)] for a in rows[0]]
+        header = {"hook": hook, "leaves": spec, "args": args, "kwargs": kwargs,
+                  "grad": grad, "mutable": mutable}
+        text = json.dumps(header, separators=(",", ":")).encode()
+        prefix = lossproto.LENGTH.pack(len(text)) + text
+        requests = [prefix + b"".join(a.tobytes() for a in row) for row in rows]
+        expected = 8 + lossproto.nbytes(spec, grad) + lossproto.nbytes(spec, mutable)
+        replies = self._exchange(dict(enumerate(requests)), dict.fromkeys(range(members),
+                                                                            expected))
+        losses, grads, mutated = [], [], []
+        for m, (head, payload) in sorted(replies.items()):
+            if "error" in head:
+                raise self._error(m, head)
+            losses.append(np.frombuffer(payload, "<f8", count=1)[0])
+            parts = lossproto.split(memoryview(payload)[8:], spec, grad + mutable)
+            grads.append(parts[:len(grad)])
+            mutated.append(parts[len(grad):])
+        device = leaves[0].device
+        dtype = next((leaves[i].dtype for i in grad), torch.float32)
+        loss = torch.tensor(np.array(losses), dtype=dtype, device=device)
+        stack = lambda k, rows: torch.from_numpy(np.stack([r[k] for r in rows])).to(device)  # noqa: E731
+        return (loss, [stack(k, grads) for k in range(len(grad))],
+                [stack(k, mutated) for k in range(len(mutable))])
+
+    def apply(self, hook: str, args: list[Any], kwargs: dict[str, Any],
+              leaves: list[Tensor]) -> Tensor:
+        """Every member's output of a post-hoc hook (no loss, no gradient), stacked; the
+        leaves are stacked ``[M, ...]``, member ``m`` gets row ``m``."""
+        members = len(self.processes)
+        rows = [[leaf[m].detach().cpu().contiguous().numpy() for leaf in leaves]
+                for m in range(members)]
+        spec = [[a.dtype.str, list(a.shape)] for a in rows[0]]
+        header = {"hook": hook, "leaves": spec, "args": args, "kwargs": kwargs, "apply": True}
+        text = json.dumps(header, separators=(",", ":")).encode()
+        prefix = lossproto.LENGTH.pack(len(text)) + text
+        requests = [prefix + b"".join(a.tobytes() for a in row) for row in rows]
+        replies = self._exchange(dict(enumerate(requests)),
+                                 dict.fromkeys(range(members), APPLY))
+        outs = []
+        for m, (head, payload) in sorted(replies.items()):
+            if "error" in head:
+                raise self._error(m, head)
+            dtype, shape = head["out"]
+            outs.append(np.frombuffer(payload, dtype).reshape(shape))
+        if any(o.shape != outs[0].shape or o.dtype != outs[0].dtype for o in outs):
+            raise RemoteError(f"{hook} returned outputs of different shapes or dtypes for "
+                              f"different members: {[(o.dtype.str, o.shape) for o in outs]}"
+                              [:2000], "objective")
+        return torch.from_numpy(np.stack(outs))
+
+    def _exchange(self, requests: dict[int, bytes], expected: dict[int, int], *,
+                  hello: bool = False) -> dict[int, tuple[dict[str, Any], bytes]]:
+        """Write each request, read a reply from every member in ``expected`` (its payload's
+        size, known beforehand), as the pipes allow; watch the limits meanwhile."""
+        todo = {m: memoryview(r) for m, r in requests.items() if r}
+        replies: dict[int, tuple[dict[str, Any], bytes]] = {}
+        buffers = {m: bytearray() for m in expected}
+        heads: dict[int, dict[str, Any]] = {}
+        poller = select.poll()
+        by_fd = {}
+        for m in expected:
+            p = self.processes[m]
+            by_fd[p.replies] = m
+            poller.register(p.replies, select.POLLIN)
+            if m in todo:
+                by_fd[p.requests] = m
+                poller.register(p.requests, select.POLLOUT)
+        while len(replies) < len(expected):
+            self._watch()
+            for fd, _ in poller.poll(200):
+                m = by_fd[fd]
+                if fd == self.processes[m].requests:
+                    try:
+                        todo[m] = todo[m][os.write(fd, todo[m]):]
+                    except OSError as exc:
+                        if exc.errno == errno.EAGAIN:
+                            continue
+                        raise self._ended(m) from None  # EPIPE: it is gone
+                    if not todo[m]:
+                        poller.unregister(fd)
+                    continue
+                head = heads.get(m)
+                try:
+                    need = (4 if len(buffers[m]) < 4 else 4 + lossproto.header_length(
+                        bytes(buffers[m][:4]))) if head is None else _payload(head, expected[m])
+                except ProtocolError as exc:
+                    raise self._broken(m, str(exc)) from None
+                try:
+                    chunk = os.read(fd, max(need - len(buffers[m]), 1))
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    raise self._ended(m)
+                buffers[m] += chunk
+                if len(buffers[m]) > need:
+                    raise self._broken(m, "more bytes than a reply holds")
+                if len(buffers[m]) < need:
+                    continue
+                if head is None and need > 4:
+                    try:
+                        head = heads[m] = lossproto.parse_header(bytes(buffers[m][4:]))
+                        _verdict(head, expected[m], hello)
+                        size = _payload(head, expected[m])
+                    except ProtocolError as exc:
+                        raise self._broken(m, str(exc)) from None
+                    buffers[m] = bytearray()
+                    if hello or size == 0:
+                        replies[m] = (head, b"")
+                        poller.unregister(fd)
+                elif head is not None:
+                    replies[m] = (head, bytes(buffers[m]))
+                    poller.unregister(fd)
+        return replies
+
+    def trace(self, hook: str, spec: list[list[Any]], args: list[Any],
+              kwargs: dict[str, Any]) -> Graph | None:
+        """The hook as a checked graph the worker runs itself, traced by member 0's server on
+        synthetic inputs of these shapes; None (and why, in ``served``) when it cannot be."""
+        header = {"trace": hook, "leaves": spec, "args": args, "kwargs": kwargs}
+        key = hashlib.sha256(json.dumps([header, self.code, self.declared["hyperparameters"]],
+                                        default=repr).encode()).hexdigest()
+        if key in _TRACED:  # the same code, hook and call traced before in this worker
+            head, payload = _TRACED[key]
+        else:
+            (head, payload), = self._exchange({0: lossproto.frame(header)}, {0: -1}).values()
+            if "graph" in head:
+                _TRACED[key] = (head, payload)
+                while len(_TRACED) > 64:
+                    _TRACED.pop(next(iter(_TRACED)))
+        if "error" in head:
+            raise self._error(0, head)
+        if "graph" not in head:
+            self.served[hook] = f"per call: {str(head.get('untraceable', ''))[:300]}"
+            return None
+        try:
+            graph = Graph(head["graph"], payload)
+        except (ProtocolError, Untraceable) as exc:
+            self.served[hook] = f"per call: {exc}"
+            return None
+        self.served[hook] = "graph"
+        return graph
+
+    def _error(self, m: int, head: dict[str, Any]) -> RemoteError:
+        reason = head.get("reason")
+        reason = reason if reason in ("objective", "memory", "disk") else "objective"
+        text = self.processes[m].scrub(str(head["error"])[:20_000])
+        if reason == "disk":  # the tmpfs quota made its write fail: say which limit it was
+            quota = self.processes[m].limits.disk_bytes >> 20
+            text = f"ran out of its {quota} MiB disk quota: {text}"
+        return RemoteError(text, reason)
+
+    def _watch(self) -> None:
+        now = time.monotonic()
+        for m, p in enumerate(self.processes):
+            reason = p.watch()
+            if reason:
+                raise self._ended(m)
+        if self.heartbeat is not None and now - self._last_beat > HEARTBEAT_SECONDS:
+            self._last_beat = now
+            try:
+                self.heartbeat()
+            except Exception:  # noqa: BLE001 - a database blip must not kill a healthy cell
+                pass
+
+    def _ended(self, m: int) -> ServerEnded:
+        """Why member ``m``'s server stopped answering (every server is stopped)."""
+        process = self.processes[m]
+        for p in self.processes:
+            if p is not process:
+                p.kill()
+        if process.poll() is None and not process.reason:
+            process.wait(timeout=2)  # it closed its pipe: its exit follows
+        reason, error = process.explain()
+        if not reason:
+            reason, error = "crash", "the sandboxed loss server stopped answering"
+        return ServerEnded(reason, process.scrub(error))
+
+    def _broken(self, m: int, what: str) -> ServerEnded:
+        for p in self.processes:
+            p.kill()
+        return ServerEnded("invalid-output",
+                           f"the sandboxed loss server broke the protocol: {what}")
+
+    # --- after the run ----------------------------------------------------------------
+
+    def captured(self) -> str:
+        """The servers' output: each distinct text once (every member runs the same code)."""
+        texts = [self.processes[m].scrub(p.capture.text()) for m, p in
+                 enumerate(self.processes)]
+        distinct = list(dict.fromkeys(t for t in texts if t))
+        if len(distinct) <= 1:
+            return distinct[0] if distinct else ""
+        return "\n".join(f"[member {texts.index(t)}]\n{t}" for t in distinct)[
+            :max(self.limits.output_bytes, 1) * 2]
+
+    def isolation(self) -> dict[str, Any]:
+        record = self.processes[0].isolation() if self.processes else {}
+        return {**record, "protocol": "loss-only", "servers": len(self.processes),
+                "served": dict(self.served)}
+
+    def stop(self) -> tuple[str, str]:
+        """No more requests: an honest server exits; what it printed is all captured.
+        ("violation", its report) when a server was refused something after its last
+        reply (on its way out), else ("", ""): a refusal counts whenever it happens."""
+        for p in self.processes:
+            p.end_requests()
+        late = ("", "")
+        for p in self.processes:
+            p.wait(timeout=5)
+            p.capture.join()
+            if not late[0] and not p.reason:
+                reason, error = p.explain()
+                if reason == "violation":
+                    late = (reason, p.scrub(error))
+        return late
+
+    def close(self) -> None:
+        for p in self.processes:
+            p.close()
+
+    def __enter__(self) -> LossServers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _verdict(head: dict[str, Any], expected: int, hello: bool) -> None:
+    """A reply says exactly one of the things a reply to this request may say."""
+    kinds = ({"hello", "error"} if hello else {"graph", "untraceable", "error"}
+             if expected == -1 else {"ok", "error"})
+    said = sorted(kinds & head.keys())
+    if len(said) != 1:
+        raise ProtocolError(f"a reply that says {' and '.join(said) or 'none'} of "
+                            f"{', '.join(sorted(kinds))}")
+
+
+def _payload(head: dict[str, Any], expected: int) -> int:
+    """The payload size of a reply: what this side expects of an "ok" reply (``expected``,
+    -1 for none), a graph's declared constants (capped), nothing for anything else."""
+    if "ok" in head and expected >= 0:
+        return expected
+    if "ok" in head and expected == APPLY:
+        return _output_size(head.get("out"))
+    if "graph" in head and expected == -1:
+        consts = head["graph"].get("consts") if isinstance(head["graph"], dict) else None
+        if not isinstance(consts, list):
+            raise ProtocolError("a graph without its constants")
+        try:
+            if any(c[0] not in lossproto.DTYPES for c in consts):
+                raise ProtocolError("a graph constant of a dtype that is not allowed")
+            total = sum(np.dtype(c[0]).itemsize * int(np.prod(c[1], dtype=np.int64))
+                        for c in consts)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            raise ProtocolError("malformed graph constants") from None
+        if not 0 <= total <= MAX_CONST_BYTES:
+            raise ProtocolError(f"graph constants of {total:,} bytes")
+        return total
+    return 0
+
+
+def _output_size(out: Any) -> int:
+    """The size of a post-hoc output its header declares: ``[dtype, shape]``, checked."""
+    try:
+        dtype, shape = out
+        if dtype not in lossproto.DTYPES or not isinstance(shape, list) or len(shape) > 8 \
+                or not all(type(n) is int and 0 <= n < 1 << 40 for n in shape):
+            raise ValueError
+        size = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
+    except (TypeError, ValueError, OverflowError):
+        raise ProtocolError("a post-hoc output declared as something other than "
+                            "[dtype, shape]") from None
+    if size > MAX_APPLY_BYTES:
+        raise ProtocolError(f"a post-hoc output of {size:,} bytes (at most "
+                            f"{MAX_APPLY_BYTES:,})")
+    return size
+
+
+def _checked_declaration(raw: Any) -> dict[str, Any]:
+    """The hello, every field type-checked (the objective's code wrote it)."""
+    if not isinstance(raw, dict):
+        raise ServerEnded("invalid-output", "the sandboxed loss server did not describe the "
+                          "objective")
+    specs = registry.hooks()
+    hooks = [h for h in raw.get("hooks", []) if isinstance(h, str) and h in specs]
+    context = raw.get("context") if isinstance(raw.get("context"), dict) else {}
+
+    def scalars(value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            return {}
+        return {str(k)[:100]: v for k, v in list(value.items())[:100]
+                if isinstance(v, JSON_SCALARS)}
+
+    return {"name": str(raw.get("name", ""))[:200] or "objective", "hooks": hooks,
+            "context": {h: tuple(n for n in context.get(h, ()) if n in specs[h].context
+                                 and n != "index") for h in hooks
+                        if isinstance(context.get(h, ()), list)},
+            "hyperparameters": scalars(raw.get("hyperparameters")),
+            "defaults": scalars(raw.get("defaults")), "model": scalars(raw.get("model"))}
+
+
+class RemoteHook:
+    """A hook whose body runs in the loss servers; called like the objective's own."""
+
+    def __init__(self, servers: LossServers, name: str, model: Mapping[str, Any]) -> None:
+        self.servers, self.name = servers, name
+        # What suites read from an objective module's globals (its declared ``MODEL``).
+        self.__globals__ = {"MODEL": dict(model)}
+        self.__name__ = name
+        # Per call structure: its traced graph, or None where it is served per call.
+        self.graphs: dict[str, Graph | None] = {}
+
+    def _graph(self, leaves: list[Tensor], args: list[Any],
+               kwargs: dict[str, Any]) -> Graph | None:
+        if not _tensors_only(kwargs):
+            self.servers.served.setdefault(self.name, "per call: a number in its context")
+            return None
+        try:
+            spec = _spec(leaves)
+        except TypeError:  # a dtype numpy has no name for (bfloat16)
+            self.servers.served.setdefault(self.name, "per call: a dtype numpy cannot name")
+            return None
+        key = json.dumps([args, kwargs, [(d, len(shape)) for d, shape in spec]])
+        if key not in self.graphs:
+            self.graphs[key] = self.servers.trace(self.name, spec, args, kwargs)
+        return self.graphs[key]
+
+    def _context(self, context: dict[str, Any]) -> dict[str, Any]:
+        """Only the context the hook's signature asks for; never ``index``."""
+        return {k: v for k, v in context.items()
+                if k in self.servers.declared["context"].get(self.name, ()) and k != "index"}
+
+    def each_member(self, *args: Tensor, **context: Any) -> Tensor:
+        """A post-hoc hook on each member's slice of the member-stacked ``args`` (and tensor
+        context): member ``m``'s server gets row ``m`` and returns its output. The rows of
+        each row count go out in a secret order; an output with one of those row counts
+        comes back in the trainer's order."""
+        context = self._context(context)
+        counts = sorted({a.shape[1] for a in (*args, *context.values())
+                         if isinstance(a, Tensor) and a.dim() > 1})
+        perms = {n: torch.from_numpy(self.servers.rows.permutation(n)) for n in counts}
+
+        def permuted(v: Any) -> Any:
+            if isinstance(v, Tensor) and v.dim() > 1 and v.shape[1] in perms:
+                return v[:, perms[v.shape[1]].to(v.device)]
+            return v
+
+        leaves: list[Tensor] = []
+        is_leaf = lambda v: isinstance(v, Tensor)  # noqa: E731
+        spec_args = [lossproto.flatten(permuted(a), leaves, is_leaf) for a in args]
+        spec_kwargs = {k: lossproto.flatten(permuted(v), leaves, is_leaf)
+                       for k, v in context.items()}
+        out = self.servers.apply(self.name, spec_args, spec_kwargs, leaves)
+        self.servers.served.setdefault(self.name, "per member: a post-hoc hook")
+        if out.dim() > 1 and out.shape[1] in perms:
+            out = out[:, torch.argsort(perms[out.shape[1]])]
+        return out.to(args[0].device if args else "cpu")
+
+    def __call__(self, *args: Any, **context: Any) -> Tensor:
+        context = self._context(context)
+        # The rows go out in a secret order (autograd puts the gradients back in place), so
+        # a server that reconstructs the public data order still cannot tell which row is
+        # which sample.
+        rows = args[0].shape[0]
+        perm = torch.from_numpy(self.servers.rows.permutation(rows)).to(args[0].device)
+        args = tuple(_permuted(a, perm, rows) for a in args)
+        state = context.get("state")
+        context = {k: _permuted(v, perm, rows) for k, v in context.items()}
+        leaves: list[Tensor] = []
+        is_leaf = lambda v: isinstance(v, Tensor)  # noqa: E731
+        spec_args = [lossproto.flatten(a, leaves, is_leaf) for a in args]
+        spec_kwargs = {k: lossproto.flatten(v, leaves, is_leaf) for k, v in context.items()}
+        if state is None:
+            graph = self._graph(leaves, spec_args, spec_kwargs)
+        else:  # the state it writes must come back, so each call goes to the servers
+            graph = None
+            self.servers.served.setdefault(self.name, "per call: it keeps per-sample state")
+        if graph is not None:  # run here, under the trainer's vmap, with autograd
+            self.servers._watch()
+            try:
+                return graph(*leaves)
+            except TooLarge as exc:  # found on meta tensors, before any work: per call
+                self.servers.served[self.name] = f"per call: {exc}"
+                self.graphs = {k: None if g is graph else g for k, g in self.graphs.items()}
+        sent_state = spec_kwargs["state"]["t"] if state is not None else None
+        grad = [i for i, t in enumerate(leaves) if t.is_floating_point() and i != sent_state]
+        mutable = [] if sent_state is None else [sent_state]
+        call = _Call(self.servers, self.name, spec_args, spec_kwargs, grad, mutable)
+        loss, *new = _Remote.apply(call, *leaves)
+        if state is not None:
+            with torch.no_grad():
+                # state[perm] = new, written as a gather (index_copy_ has no vmap rule)
+                state.copy_(new[0].index_select(0, torch.argsort(perm)))
+        return loss
+
+
+def _tensors_only(kwargs: dict[str, Any]) -> bool:
+    """Whether the context sent is tensors only (numbers would be baked into a graph)."""
+    def ok(value: dict[str, Any]) -> bool:
+        (kind, inner), = value.items()
+        return (kind == "t" or kind in ("l", "tu") and all(ok(v) for v in inner)
+                or kind == "fn" and ok(inner))
+
+    return all(ok(v) for v in kwargs.values())
+
+
+def _spec(leaves: list[Tensor]) -> list[list[Any]]:
+    """Each leaf's numpy dtype and per-member shape (under vmap: one member's view)."""
+    return [[torch.empty(0, dtype=t.dtype).numpy().dtype.str, list(t.shape)] for t in leaves]
+
+
+def _permuted(value: Any, perm: Tensor, rows: int) -> Any:
+    """``value`` with the rows of every per-sample tensor in it reordered by ``perm``."""
+    if isinstance(value, Tensor):
+        return value[perm] if value.dim() and value.shape[0] == rows else value
+    if isinstance(value, list | tuple):
+        return type(value)(_permuted(v, perm, rows) for v in value)
+    if callable(value):
+        return lambda: _permuted(value(), perm, rows)
+    return value
+
+
+def row_key() -> bytes:
+    """The secret the row order is drawn from: ``HARNESS_SANDBOX_KEY``, else a random key
+    made once per machine (outside every sandbox read root), so a run repeats exactly."""
+    given = os.environ.get("HARNESS_SANDBOX_KEY", "")
+    if given:
+        return given.encode()
+    from harness.data import data_root
+
+    path = Path(data_root()) / "sandbox.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_hex(32).encode()
+        try:
+            with open(path, "xb") as f:
+                f.write(key)
+            os.chmod(path, 0o600)
+        except FileExistsError:
+            pass
+        return path.read_bytes()
+
+
+class _Call:
+    """One hook call's description (not a tensor: autograd passes it through)."""
+
+    def __init__(self, servers: LossServers, hook: str, args: list[Any],
+                 kwargs: dict[str, Any], grad: list[int], mutable: list[int]) -> None:
+        self.servers, self.hook, self.args, self.kwargs = servers, hook, args, kwargs
+        self.grad, self.mutable = grad, mutable
+
+
+class _Remote(torch.autograd.Function):
+    """The hook as an autograd function; only its ``vmap`` rule runs (members batched)."""
+
+    generate_vmap_rule = False
+
+    @staticmethod
+    def forward(call: _Call, *leaves: Tensor) -> Any:
+        raise RuntimeError("a sandboxed hook runs batched over members (vmap), one server "
+                           "per member")
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor) -> Any:
+        raise RuntimeError("unreachable: the vmap rule's function carries the gradient")
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, call: _Call, *leaves: Tensor) -> Any:
+        stacked = [leaf.movedim(d, 0) if d is not None
+                   else leaf.expand(info.batch_size, *leaf.shape)
+                   for leaf, d in zip(leaves, in_dims[1:], strict=True)]
+        # Only what autograd needs comes back (here, not under vmap, requires_grad is true).
+        call.grad = [i for i in call.grad if stacked[i].requires_grad]
+        out = _Stacked.apply(call, *stacked)
+        return out, (0,) * len(out)
+
+
+class _Stacked(torch.autograd.Function):
+    """Every member's loss from its server; backward scales the returned gradients."""
+
+    @staticmethod
+    def forward(call: _Call, *leaves: Tensor) -> tuple[Tensor, ...]:
+        loss, grads, mutated = call.servers.call(call.hook, call.args, call.kwargs,
+                                                 list(leaves), call.grad, call.mutable)
+        call.grads = grads  # kept on the call, not as outputs: they are not results
+        return (loss, *mutated)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        call, *leaves = inputs
+        ctx.call, ctx.count = call, len(leaves)
+        ctx.mark_non_differentiable(*output[1:])
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
+        out: list[Tensor | None] = [None] * (ctx.count + 1)
+        for i, g in zip(ctx.call.grad, ctx.call.grads, strict=True):
+            out[i + 1] = g * grad_loss.reshape(-1, *[1] * (g.dim() - 1)).to(g.dtype)
+        return tuple(out)

@@ -1,0 +1,78 @@
+"""Pin the per-seed results of tests/data/pinned_results.json on THIS machine's kind of CPU.
+
+Float reductions take different paths on different instruction sets (AVX2, AVX-512,
+AMX), and 100 epochs amplify a last-bit difference into different weights, so pinned
+numbers hold bit for bit only on the kind of CPU they were computed on. This recomputes
+every pinned cell with the code checked out here and records it under this machine's
+fingerprint (:func:`fingerprint`); tests/test_pinned_results.py compares against the set
+of the machine it runs on. Run it from a checkout of the commit whose numbers are to be
+pinned (e.g. the last commit before a refactoring), never to paper over a change:
+
+    .venv/bin/python tests/pin_machine.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATA = ROOT / "tests" / "data"
+FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+         "avx_vnni")
+
+
+def fingerprint() -> str:
+    """torch's CPU capability and the instruction-set flags the math libraries dispatch on."""
+    import torch
+
+    try:
+        flags = set(next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                         if line.startswith("flags")).split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        flags = set()
+    return "+".join([torch.backends.cpu.get_cpu_capability().lower(),
+                     *(f for f in FLAGS if f in flags)])
+
+
+def main() -> None:
+    import subprocess
+
+    import torch
+
+    from harness.objectives.loading import load_objective
+    from harness.registry import get_suite
+
+    torch.set_num_threads(1)
+    pinned = json.loads((DATA / "pinned_results.json").read_text())
+    cells = pinned["cells"]
+    groups = list(dict.fromkeys((c["suite"], c["epochs"], c["objective"]) for c in cells))
+    out = []
+    for suite_name, epochs, objective in groups:
+        expected = [c for c in cells
+                    if (c["suite"], c["epochs"], c["objective"]) == (suite_name, epochs, objective)]
+        suite = get_suite(suite_name)
+        if epochs:
+            suite = suite.shortened(epochs)
+        spec = str(DATA / f"{objective}.py") if (DATA / f"{objective}.py").exists() else objective
+        variants = list(dict.fromkeys(c["variant"] for c in expected))
+        seeds = sorted({c["seed"] for c in expected})
+        got = {(r.variant, r.seed): r for r in
+               suite.run_cells(load_objective(spec), variants, seeds)}
+        for c in expected:
+            r = got[(c["variant"], c["seed"])]
+            out.append({**c, "status": r.status, "metrics": r.metrics, "curves": r.curves,
+                        "mode": r.info.get("mode")})
+        print(suite_name, epochs, objective, "done", flush=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    machines = pinned.setdefault("machines", {})
+    machines[fingerprint()] = {"commit": commit, "cells": out}
+    (DATA / "pinned_results.json").write_text(json.dumps(pinned, indent=1) + "\n")
+    print(f"pinned {len(out)} cells for {fingerprint()} at {commit}")
+
+
+if __name__ == "__main__":
+    main()

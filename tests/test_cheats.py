@@ -1,0 +1,68 @@
+"""Objectives that try to raise their score without any forbidden action score as plain CE.
+
+Only the loss runs in the sandbox (docs/sandbox.md): the server of one member gets that
+member's batch — its logits, targets and asked-for context, rows in a secret order — and
+nothing else. Each file in tests/cheats/ tries a way the previous protocol left open
+(the trainer's data order, its frames, the other members' labels) and prints what it
+found; here its cells must score like cross-entropy on the same seeds, and the printout
+must show it found nothing. The first test shows the order cheat is real: given rows in
+the public order (as a trusted in-process hook is), it beats CE by a wide margin.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.data.digits import digits_split
+from harness.objectives.loading import load_objective
+from harness.registry import get_suite
+from harness.sandbox import run_cells_sandboxed
+
+CHEATS = Path(__file__).resolve().parent / "cheats"
+EPOCHS = 6
+SUITE = get_suite("noisy-labels").shortened(EPOCHS)
+VARIANT, SEEDS = "sym-0.4", [0, 1, 2]
+CE = ("import torch.nn.functional as F\n\n"
+      "def classification_loss(logits, targets):\n"
+      "    return F.cross_entropy(logits, targets, reduction='none')\n")
+SEED_NOISE = 0.03  # |Δ mean test accuracy| the same objective shows between row orders
+
+
+def _code(name: str) -> str:
+    text = (CHEATS / f"{name}.py").read_text()
+    return (text.replace("__CLEAN_LABELS__", str(digits_split()[1].tolist()))
+            .replace("__EPOCHS__", str(EPOCHS)))
+
+
+def _accuracy(results) -> float:
+    assert [r.status for r in results] == ["ok"] * len(SEEDS), [r.error for r in results]
+    return float(np.mean([r.metrics["test_acc"] for r in results]))
+
+
+@pytest.fixture(scope="module")
+def ce_sandboxed() -> float:
+    return _accuracy(run_cells_sandboxed(SUITE, CE, "ce.py", {}, [VARIANT], SEEDS))
+
+
+@pytest.mark.slow
+def test_the_order_cheat_works_on_rows_in_the_public_order(tmp_path, ce_sandboxed):
+    """In-process (trusted code only) the hook sees rows in the public order: the cheat
+    recovers it and trains on clean labels. This is what the secret row order prevents."""
+    path = tmp_path / "order_labels.py"
+    path.write_text(_code("order_labels"))
+    cheat = _accuracy(SUITE.run_cells(load_objective(str(path)), [VARIANT], SEEDS))
+    assert cheat > ce_sandboxed + 0.05, (cheat, ce_sandboxed)  # 0.92 against 0.84
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,found", [("order_labels", "order not recovered"),
+                                        ("frames", "found nothing"),
+                                        ("members_vote", "members found: 1")])
+def test_a_cheat_scores_as_plain_ce(name, found, ce_sandboxed):
+    results = run_cells_sandboxed(SUITE, _code(name), f"{name}.py", {}, [VARIANT], SEEDS)
+    assert abs(_accuracy(results) - ce_sandboxed) < SEED_NOISE
+    for r in results:
+        assert found in r.captured, r.captured[-2000:]
