@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
 import signal
 import threading
 from collections.abc import Callable, Mapping
@@ -94,7 +95,7 @@ def run_groups(groups: list[LocalGroup], *, workers: int, options: Mapping[str, 
     listener = threading.Thread(target=listen, name="harness-progress", daemon=True)
     listener.start()
     pool = ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=context,
-                               initializer=_start_worker, initargs=(messages, threads))
+                               initializer=_start_worker, initargs=(messages, threads, os.getpid()))
     try:
         pending = {pool.submit(_worker_group, i, group, dict(options)): group
                    for i, group in enumerate(groups)}
@@ -147,15 +148,35 @@ def run_group(group: LocalGroup, options: Mapping[str, Any],
 _MESSAGES: Any = None
 
 
-def _start_worker(messages: Any, threads: int) -> None:
+def _start_worker(messages: Any, threads: int, parent: int) -> None:
     import torch
 
     global _MESSAGES
     _MESSAGES = messages
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
+    _exit_with(parent)
     torch.set_num_threads(threads)
     messages.put(("pid", os.getpid(), 0))
 
 
 def _worker_group(index: int, group: LocalGroup, options: dict[str, Any]) -> list[CellResult]:
     return run_group(group, options, lambda cells: _MESSAGES.put(("progress", index, cells)))
+
+
+def _exit_with(parent: int) -> None:
+    """End this worker as soon as ``parent`` ends, however it ends (SIGKILL included).
+
+    Its group is discarded then anyway, and an orphan would train on to the end and keep
+    the parent's stdout and stderr open (the fork server outlives the parent too: its
+    children inherit the write end of the pipe it waits on to see the parent go).
+    """
+    try:
+        fd = os.pidfd_open(parent)
+    except ProcessLookupError:
+        os._exit(1)
+
+    def watch() -> None:
+        select.select([fd], [], [])  # readable once the parent has exited
+        os._exit(1)
+
+    threading.Thread(target=watch, name="harness-parent-watch", daemon=True).start()

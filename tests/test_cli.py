@@ -8,6 +8,7 @@ directly with ``sqlite3`` at ``$HARNESS_HOME/harness.sqlite3``.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -298,9 +299,33 @@ def test_set_stores_a_separate_labelled_version(shared):
         ("clean", 0, "ok"), ("clean", 1, "ok")]
 
 
-@pytest.mark.slow
-def test_ctrl_c_keeps_finished_groups_only(env, tmp_path):
-    # The second objective sleeps in its hook, so SIGINT surely lands while it trains.
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _session(sid: int) -> list[int]:
+    """Live (non-zombie) processes of session ``sid``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # state ppid pgrp session ...
+        if entry.name.isdigit() and int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def _left_over(sid: int, wait: float = 20) -> list[int]:
+    deadline = time.monotonic() + wait
+    while (pids := _session(sid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return pids
+
+
+def _start_slow_run(env, tmp_path) -> subprocess.Popen:
+    """`harness run` of ce and an objective that sleeps in its hook, once ce is stored."""
     write(tmp_path / "slow.py", """\
         import time
 
@@ -315,7 +340,11 @@ def test_ctrl_c_keeps_finished_groups_only(env, tmp_path):
         # 20 epochs: ce trains in seconds, slow.py would sleep 160 s, far past any load.
         [*CLI, "run", "suite", "noisy-labels", "-o", "slow.py", "--variants", "sym-0.4",
          "--seeds", "2", "--epochs", "20", "--json"],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # As from a terminal: a shell without job control (CI) starts background commands
+        # with SIGINT ignored, and Python then never raises KeyboardInterrupt. Its own
+        # session lets the cleanup kill whatever it started.
+        preexec_fn=_interruptible, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -327,12 +356,36 @@ def test_ctrl_c_keeps_finished_groups_only(env, tmp_path):
             time.sleep(0.1)
         assert proc.poll() is None, f"exited early: {proc.communicate()}"
         assert len([c for c in cells(env) if c["label"] == "ce"]) == 2, "ce never stored"
+    except BaseException:
+        _kill_session(proc)
+        raise
+    return proc
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` and every process of its session (workers hold its pipes open)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # a grandchild outside the session: stop reading
+        pass
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_finished_groups_only(env, tmp_path):
+    proc = _start_slow_run(env, tmp_path)  # SIGINT surely lands while slow.py trains
+    try:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
+        left = _left_over(proc.pid)  # an interrupted run leaves no worker training on
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        _kill_session(proc)
+    assert left == []
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert out == ""  # no tables after an interrupt
@@ -341,6 +394,20 @@ def test_ctrl_c_keeps_finished_groups_only(env, tmp_path):
     assert all(c["status"] in FINAL for c in stored)
     assert query(env, "SELECT COUNT(*) FROM webapp_cell WHERE status NOT IN "
                           "('ok', 'diverged', 'failed', 'timeout')") == [(0,)]
+
+
+@pytest.mark.slow
+def test_killed_run_leaves_no_worker(env, tmp_path):
+    # SIGKILL gives the CLI no chance to clean up: its workers must notice on their own.
+    proc = _start_slow_run(env, tmp_path)
+    try:
+        assert len(_session(proc.pid)) >= 3  # the CLI, its fork server and workers
+        proc.kill()
+        proc.wait(timeout=30)
+        left = _left_over(proc.pid)
+    finally:
+        _kill_session(proc)
+    assert left == [], "workers outlived the killed run"
 
 
 # --- new objective, validate ---------------------------------------------------------
