@@ -293,11 +293,25 @@ def _print_tables(suite, variants, versions, args) -> int:
     if ref is not None:
         chosen.setdefault(ref.id, ref)
     headline = suite.headline_metric
-    secondary = tuple(m.name for m in suite.metrics if m.name != suite.headline)[:2]
-    tables = variant_tables(storage.cell_rows(suite, variants, chosen.values()),
-                            headline=headline.name, higher_is_better=headline.higher_is_better,
-                            reference=suite.reference, secondary=secondary)
-    order = [v for v in (variants or [v.name for v in suite.variants]) if v in tables]
+    rows = storage.cell_rows(suite, variants, chosen.values())
+    tracks = suite.tracks or (None,)
+    found, shown_columns = [], []
+    for track in tracks:  # a table per variant and track, the reference in each
+        secondary = track.columns if track and track.columns else tuple(
+            m.name for m in suite.metrics if m.name != suite.headline)[:2]
+        part = rows if track is None else [
+            r for r in rows if r.track == track.name or r.objective == suite.reference]
+        found.append(variant_tables(part, headline=headline.name,
+                                    higher_is_better=headline.higher_is_better,
+                                    reference=suite.reference, secondary=secondary))
+        shown_columns.append(secondary)
+    tables, order, columns = {}, [], {}
+    for v in variants or [v.name for v in suite.variants]:
+        for track, table, secondary in zip(tracks, found, shown_columns, strict=True):
+            if v in table and (track is None or any(not r.is_reference for r in table[v])):
+                key = v if track is None else f"{v} · {track.label}"
+                tables[key], columns[key] = table[v], secondary
+                order.append(key)
     if args.json:
         from harness.jsonsafe import finite_or_none
 
@@ -306,7 +320,7 @@ def _print_tables(suite, variants, versions, args) -> int:
         return 0
     from harness.terminal import render_tables
 
-    render_tables(suite, order, tables, secondary)
+    render_tables(suite, order, tables, columns)
     return 0
 
 

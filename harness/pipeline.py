@@ -136,5 +136,8 @@ def run_in_process(suite: Suite, objective: Objective, variants: list[Variant],
         if output.error:
             results += failed(job, output.error, output.reason)
             continue
-        results += steps.judge(suite, job, output)
+        try:
+            results += steps.judge(suite, job, output)
+        except InvalidOutput as exc:  # e.g. a post-hoc hook's output the judge refuses
+            results += failed(job, str(exc), "invalid-output")
     return results

@@ -30,7 +30,7 @@ from typing import Any
 from harness import registry
 from harness.objectives.loading import Objective
 from harness.objectives.validate import Validation
-from harness.pipeline import Job, Pipeline, failed
+from harness.pipeline import InvalidOutput, Job, Pipeline, failed
 from harness.remote import LossServers, RemoteError, ServerEnded
 from harness.sandbox_launch import SandboxUnavailable, isolation_support
 from harness.sandbox_process import STATUS_OF_REASON, Limits, Process
@@ -110,6 +110,8 @@ def _failure(exc: BaseException) -> tuple[str, str]:
         return exc.reason, exc.error
     if isinstance(exc, RemoteError):
         return exc.reason, str(exc)
+    if isinstance(exc, InvalidOutput):  # the judge refused what the objective produced
+        return "invalid-output", str(exc)
     return "objective", f"{type(exc).__name__}: {exc}"
 
 

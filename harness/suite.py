@@ -180,6 +180,19 @@ class ReliabilitySpec:
 
 
 @dataclass(frozen=True)
+class Track:
+    """A part of a suite's board for the objectives that define one of ``hooks`` (e.g.
+    training objectives vs post-hoc calibrators): tables show each track apart, the
+    reference in every one, with ``columns`` beside the headline. The judge names a cell's
+    track in its ``info["track"]``."""
+
+    name: str
+    label: str
+    hooks: tuple[str, ...]
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class VariantAxis:
     """How variants line up for the headline-across-variants plot: the numeric variant
     config key on the x axis (noise rate, ε, severity) and its label."""
@@ -300,6 +313,7 @@ class Suite:
     variant_axis: VariantAxis | None = None
     train_info: Mapping[str, type] = field(default_factory=dict)
     resources: Resources = Resources()
+    tracks: tuple[Track, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self)
@@ -417,6 +431,14 @@ def _check(s: Suite) -> None:
         for m in (sc.x, sc.y):
             if m not in metric_names:
                 fail(f"scatter plot of unknown metric {m!r}")
+    for t in s.tracks:
+        if not t.hooks or any(h not in s.hooks + s.lifts for h in t.hooks):
+            fail(f"track {t.name!r} needs hooks of the suite's own, got {t.hooks}")
+        for c in t.columns:
+            if c not in metric_names:
+                fail(f"track {t.name!r} shows undeclared metric {c!r}")
+    if len({t.name for t in s.tracks}) != len(s.tracks):
+        fail("track names repeat")
     if s.reliability is not None:
         r = s.reliability
         for c in (r.confidence, r.accuracy, r.count):

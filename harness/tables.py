@@ -23,6 +23,7 @@ class CellRow:
     seed: int
     status: str
     metrics: dict[str, float]
+    track: str = ""  # the suite's track the judge put the cell in (Suite.tracks), if any
 
 
 @dataclass

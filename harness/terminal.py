@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from rich.console import Console
 from rich.markup import escape
@@ -35,13 +35,16 @@ def progress_bar(total: int, quiet: bool = False) -> Iterator[Callable[[str], Ca
 
 
 def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[TableRow]],
-                  secondary: tuple[str, ...]) -> None:
-    """One table per variant, numbers in each metric's unit; the difference with the
-    reference is an improvement (positive = better, whatever the metric's direction)."""
+                  columns: Mapping[str, tuple[str, ...]]) -> None:
+    """One table per variant (or variant and track: the keys of ``tables``), with the
+    ``columns`` of each beside the headline, numbers in each metric's unit; the difference
+    with the reference is an improvement (positive = better, whatever the metric's
+    direction)."""
     console = Console(width=None if sys.stdout.isatty() else 140)
     head = suite.headline_metric
     unit = " (pp)" if head.percent else ""
     for v in variants:
+        secondary = columns[v]
         table = Table(title=f"{suite.name} v{suite.version} · {v} · {head.label} "
                             f"({head.better} is better)",
                       title_justify="left", header_style="bold", caption_justify="left")
@@ -62,9 +65,10 @@ def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[Tabl
              f"P(>{suite.reference}) = probability of improvement over paired seeds",
              f"better than {suite.reference}: mean paired improvement (negative = worse)",
              "div = diverged seeds (excluded from the mean)"]
+    shown_columns = dict.fromkeys(m for v in variants for m in columns[v])
     notes += [f"{suite.metric(m).header} = {suite.metric(m).label} "
               f"({suite.metric(m).better} is better)" if suite.metric(m).better != "neither"
-              else f"{suite.metric(m).header} = {suite.metric(m).label}" for m in secondary]
+              else f"{suite.metric(m).header} = {suite.metric(m).label}" for m in shown_columns]
     console.print("\n".join(notes), highlight=False)
 
 

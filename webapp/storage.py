@@ -251,8 +251,13 @@ def cell_rows(suite: Suite, variants: Iterable[str] | None = None,
             "cell_id", "name", "value"):
         metrics.setdefault(cell_id, {})[name] = value
     labels = version_labels({c.version for c in cells})
-    return [CellRow(labels[c.version_id], c.variant, c.seed, c.status, metrics.get(c.id, {}))
-            for c in cells]
+    return [CellRow(labels[c.version_id], c.variant, c.seed, c.status, metrics.get(c.id, {}),
+                    _track(c.environment)) for c in cells]
+
+
+def _track(environment: object) -> str:
+    track = environment.get("track") if isinstance(environment, dict) else None
+    return track if isinstance(track, str) else ""
 
 
 def reference_version(suite: Suite) -> ObjectiveVersion | None:

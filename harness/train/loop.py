@@ -190,9 +190,22 @@ def each_member(hook: Callable[..., Tensor], *args: Tensor, **context: Any) -> T
     batched = getattr(hook, "each_member", None)
     if batched is not None:
         return batched(*args, **context)
-    return torch.stack([hook(*(a[m] for a in args), **{
-        k: v[m] if isinstance(v, Tensor) else v for k, v in context.items()})
-        for m in range(args[0].shape[0])])
+    outs = []
+    for m in range(args[0].shape[0]):
+        try:
+            out = hook(*(a[m] for a in args), **{
+                k: v[m] if isinstance(v, Tensor) else v for k, v in context.items()})
+        except Exception as exc:  # the objective's own failure: a failed cell, not a crash
+            raise ObjectiveRuntimeError(_describe(exc)) from exc
+        if not isinstance(out, Tensor):
+            raise ObjectiveRuntimeError(f"a post-hoc hook must return a tensor, got "
+                                        f"{type(out).__name__}")
+        outs.append(out)
+    shapes = {(tuple(o.shape), o.dtype) for o in outs}
+    if len(shapes) > 1:
+        raise ObjectiveRuntimeError(f"a post-hoc hook returned outputs of different shapes "
+                                    f"or dtypes for different members: {sorted(map(str, shapes))}")
+    return torch.stack(outs)
 
 
 def reduce_loss(out: Tensor) -> Tensor:

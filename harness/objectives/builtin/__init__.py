@@ -7,5 +7,5 @@ ORDER = (
     "ce", "mae", "gce", "sce", "nce_rce", "focal", "taylor_ce", "poly1", "boot_soft",
     "boot_hard", "label_smoothing", "ldr_kl", "aldr_kl", "squentropy", "only_top_p",
     # calibration-oriented training losses and proper scoring rules
-    "focal3", "flsd53", "brier", "spherical", "mmce",
+    "focal3", "flsd53", "dual_focal", "brier", "spherical", "mmce",
 )

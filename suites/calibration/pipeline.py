@@ -1,0 +1,195 @@
+"""prepare → train → judge for the calibration suite.
+
+All seeds of one data set train together as members of one seed-batched run. A
+training objective trains with its ``classification_loss``; an objective with only a
+``posthoc_calibration`` trains as the reference does (CE: the same init and data order,
+so the same weights as ``ce``) and its calibrator then maps each member's validation and
+test logits to test probabilities. The judge recomputes every logit from the returned
+weights, checks the calibrator's probabilities, and computes every metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch.func import functional_call, vmap
+
+from harness import calibration as cal
+from harness.models.mlp import mlp
+from harness.objectives.loading import Objective
+from harness.outputs import check_array, diverged_in, diverged_out, params_in, params_out
+from harness.pipeline import Job, Pipeline, TrainOutput
+from harness.suite import CellResult, Suite, Variant
+from harness.train import (
+    Shuffled,
+    TrainConfig,
+    classification_member_loss,
+    each_member,
+    stacked_init,
+    train_members,
+)
+from suites.calibration import DROPOUT, NOISE, data
+from suites.calibration.probabilities import problem
+
+LOSS, POSTHOC = "classification_loss", "posthoc_calibration"
+SHIFTS = [("noise", s) for s in NOISE] + [("dropout", s) for s in DROPOUT]
+
+
+def _ce(logits: torch.Tensor, targets: torch.Tensor, **context: Any) -> torch.Tensor:
+    """The reference's loss (the built-in ``ce``'s formula), for post-hoc-only objectives."""
+    return -logits.log_softmax(-1).gather(-1, targets[:, None]).squeeze(-1)
+
+
+class Calibration(Pipeline):
+    def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
+                data_root: str | None = None, download: bool = False) -> list[Job]:
+        """One job per data set. The trainer sees the training set, the validation set
+        (a calibrator is fitted on it) and the test inputs, clean and shifted; the test
+        labels stay with the judge."""
+        jobs = []
+        for variant in variants:
+            d = data.load(variant.config["dataset"])
+            tests = np.stack([d.x_test] + [data.shifted(d, k, s) for k, s in SHIFTS])
+            members = [(variant.name, s) for s in seeds]
+            jobs.append(Job(members,
+                            {"x_train": d.x_train,
+                             "labels": np.tile(d.y_train, (len(seeds), 1)),
+                             "x_val": d.x_val, "y_val": d.y_val, "x_test": tests},
+                            {"seeds": list(seeds), "num_classes": d.num_classes},
+                            private=d))
+        return jobs
+
+    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+              plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
+              progress: Callable[[float], None] | None = None) -> TrainOutput:
+        """Train every member; with a calibrator, its test probabilities too. Nothing judged."""
+        seeds, k = list(plan["seeds"]), int(plan["num_classes"])
+        config = TrainConfig.from_settings(suite.settings)
+        x_train = torch.from_numpy(np.ascontiguousarray(inputs["x_train"]))
+        model = mlp((x_train.shape[1], 256, 256, k))
+        loss = objective.bind(LOSS) if LOSS in objective.hooks else _ce
+        trained = train_members(
+            classification_member_loss(model, loss), stacked_init(model, seeds),
+            Shuffled(seeds, config.batch_size, config.epochs, shared={"x": x_train},
+                     own={"y": torch.from_numpy(np.ascontiguousarray(inputs["labels"]))}),
+            config, mode=mode, device=device, cells_done=progress)
+        arrays = params_out(trained.params)
+        arrays.update({"loss_curve": trained.loss_curve.numpy(),
+                       "diverged_step": diverged_out(trained.diverged_step)})
+        posthoc = POSTHOC in objective.hooks
+        if posthoc:
+            params = {n: p.detach().cpu() for n, p in trained.params.items()}
+            val = logits_of(model, params, inputs["x_val"])
+            tests = inputs["x_test"]
+            test = logits_of(model, params, tests.reshape(-1, tests.shape[-1]))
+            y_val = torch.from_numpy(inputs["y_val"]).expand(len(seeds), -1)
+            # Clean and shifted test rows in one call: a calibrator maps rows one by one.
+            probs = each_member(objective.bind(POSTHOC), val, y_val, test)
+            arrays["test_probs"] = probs.detach().cpu().numpy() if isinstance(
+                probs, torch.Tensor) else np.asarray(probs)
+        return TrainOutput(arrays, {"mode": trained.mode, "wall_time": trained.wall_time,
+                                    "fallback_reason": trained.fallback_reason,
+                                    "posthoc": posthoc})
+
+    def judge(self, suite: Suite, job: Job, output: TrainOutput, *,
+              device: str = "cpu") -> list[CellResult]:
+        d: data.Splits = job.private
+        config = TrainConfig.from_settings(suite.settings)
+        m, k, epochs = len(job.members), d.num_classes, config.epochs
+        steps_per_epoch = -(-len(d.y_train) // config.batch_size)
+        diverged = diverged_in(output.arrays, m, steps_per_epoch * epochs)
+        alive = diverged < 0
+        loss = check_array(output.arrays, "loss_curve", (m, epochs), "f")
+        model = mlp((d.x_train.shape[1], 256, 256, k))
+        shapes = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
+        params = params_in(output.arrays, shapes, m, alive)
+        tests = job.inputs["x_test"]  # [1 + shifts, N, D], what the trainer was given
+        n_test = tests.shape[1]
+        val = logits_of(model, params, d.x_val).numpy()
+        test = logits_of(model, params, tests.reshape(-1, tests.shape[-1])).numpy()
+        posthoc = output.info.get("posthoc")
+        if not isinstance(posthoc, bool):
+            raise ValueError("the trainer did not say whether it calibrated post hoc")
+        probs = None
+        if posthoc:
+            probs = check_array(output.arrays, "test_probs", (m, test.shape[1], k), "f")
+        per_cell = float(output.info.get("wall_time") or 0.0) / m
+        info = {"mode": str(output.info.get("mode", "")), "members_batched": m,
+                "track": "post-hoc" if posthoc else "training",
+                "fallback_reason": output.info.get("fallback_reason")}
+        out = []
+        for i, (variant, seed) in enumerate(job.members):
+            curves = {"train_loss": loss[i].tolist()}
+            if not alive[i]:
+                step = int(diverged[i])
+                curves["train_loss"] = curves["train_loss"][:step // steps_per_epoch + 1]
+                out.append(CellResult(variant, seed, "diverged", {}, curves, diverged_step=step,
+                                      wall_time=per_cell, info=info))
+                continue
+            if probs is not None:
+                why = problem(probs[i], (test.shape[1], k))
+                if why:
+                    out.append(CellResult(variant, seed, "failed", error=f"{POSTHOC} {why}",
+                                          reason="invalid-output", wall_time=per_cell,
+                                          info=info))
+                    continue
+                member = probs[i].astype(np.float64)
+            else:
+                member = cal.softmax(test[i])
+            metrics, more = judge_member(member.reshape(-1, n_test, k), d.y_test,
+                                         None if posthoc else (val[i], d.y_val, test[i]))
+            curves.update(more)
+            out.append(CellResult(variant, seed, "ok", metrics, curves, wall_time=per_cell,
+                                  info=info))
+        return out
+
+
+def judge_member(probs: np.ndarray, labels: np.ndarray,
+                 logits: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+                 ) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Metrics and curves of one member: ``probs [1 + shifts, N, K]`` (clean test first);
+    ``logits`` = (validation logits, validation labels, test logits [(1 + shifts)·N, K])
+    for a training objective, whose metrics after temperature scaling are added."""
+    clean = probs[0]
+    metrics = cal.metrics(clean, labels)
+    shifted = [cal.ece(p, labels) for p in probs[1:]]
+    metrics["ece_shift"] = float(np.mean(shifted))
+    metrics["accuracy_shift"] = float(np.mean([cal.accuracy(p, labels) for p in probs[1:]]))
+    if logits is not None:
+        val, y_val, test = logits
+        t = cal.fit_temperature(val, y_val)
+        metrics["temperature"] = t
+        scaled = cal.softmax(test[:len(labels)], t)
+        metrics.update({f"{name}_ts": value for name, value in cal.metrics(scaled, labels).items()
+                        if name != "accuracy"})
+    curves = {"noise_levels": list(NOISE), "ece_vs_noise": shifted[:len(NOISE)],
+              "dropout_levels": list(DROPOUT), "ece_vs_dropout": shifted[len(NOISE):]}
+    curves.update(reliability(clean, labels))
+    return metrics, curves
+
+
+def reliability(probs: np.ndarray, labels: np.ndarray,
+                bins: int = cal.BINS) -> dict[str, list[float]]:
+    """Per equal-width bin of the top-label confidence: mean confidence, accuracy and count
+    (an empty bin has no confidence or accuracy: NaN, stored as null)."""
+    conf, hits = probs.max(axis=1), (probs.argmax(axis=1) == labels).astype(float)
+    which = cal.equal_width_bins(conf, bins)
+    count = np.bincount(which, minlength=bins).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_conf = np.bincount(which, weights=conf, minlength=bins) / count
+        accuracy = np.bincount(which, weights=hits, minlength=bins) / count
+    return {"bin_confidence": mean_conf.tolist(), "bin_accuracy": accuracy.tolist(),
+            "bin_count": count.tolist()}
+
+
+@torch.no_grad()
+def logits_of(model: torch.nn.Module, params: Mapping[str, torch.Tensor],
+              x: np.ndarray, chunk: int = 8192) -> torch.Tensor:
+    """[M, N, K] logits of every member on shared inputs."""
+    forward = vmap(lambda p, xs: functional_call(model, p, (xs,)), in_dims=(0, None))
+    xs = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    return torch.cat([forward(dict(params), xs[i:i + chunk]) for i in range(0, len(xs), chunk)],
+                     dim=1)

@@ -1,0 +1,38 @@
+"""The validator's smoke test for ``posthoc_calibration``: not a loss, so its own check."""
+
+from __future__ import annotations
+
+from harness.objectives.loading import Objective
+from harness.objectives.validate import Problem
+
+CLASSES, VAL, TEST = 5, 64, 16
+
+
+def check_posthoc_calibration(objective: Objective, hook: str) -> list[Problem]:
+    """It must map test logits to probabilities: ``[M, K]``, finite, in [0, 1], rows
+    summing to 1; on ordinary, very confident and single-row test logits."""
+    import torch
+
+    from suites.calibration.probabilities import problem
+
+    gen = torch.Generator().manual_seed(0)
+    val = torch.randn(VAL, CLASSES, generator=gen) * 3
+    targets = torch.randint(0, CLASSES, (VAL,), generator=gen)
+    test = torch.randn(TEST, CLASSES, generator=gen) * 3
+    cases = [("ordinary logits", val, test), ("very confident logits (× 30)", val * 30, test * 30),
+             ("a single test row", val, test[:1])]
+    fn = objective.bind(hook)
+    for name, v, t in cases:
+        try:
+            out = fn(v.clone(), targets.clone(), t.clone())  # it may fit with autograd
+        except Exception as exc:
+            return [Problem("exception", "error",
+                            f"{hook} raised {type(exc).__name__}: {exc} ({name})")]
+        if not isinstance(out, torch.Tensor):
+            return [Problem("type", "error", f"{hook} returned {type(out).__name__}; it must "
+                            f"return a tensor of test probabilities ({name})")]
+        why = problem(out.detach().cpu().numpy(), (len(t), CLASSES))
+        if why:
+            code = "shape" if "shape" in why else "non-finite" if "finite" in why else "range"
+            return [Problem(code, "error", f"{hook} {why} ({name})")]
+    return []
