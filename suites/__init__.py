@@ -4,4 +4,5 @@
 PACKAGES = (
     "suites.noisy_labels",
     "suites.certified",
+    "suites.calibration",
 )

@@ -106,7 +106,7 @@ def test_ls_lists_variants_and_builtins_without_torch(env, tmp_path):
     for v in get_suite("noisy-labels").variants:
         assert v.name in out
     builtins = registry.builtins()
-    assert len(builtins) == 25  # 20 classification losses, 5 certified baselines
+    assert len(builtins) == 34  # 21 classification losses, 5 certified, 8 post-hoc calibrators
     for name, builtin in builtins.items():
         assert f"  {name} " in out
         if builtin.suite:  # a suite's own baseline says whose it is

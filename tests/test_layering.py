@@ -50,10 +50,13 @@ def test_web_and_workers_find_suites_through_the_registry(path):
 
 
 def test_shared_code_names_no_suite():
+    # A suite's name as a string, its package as a module or a path. ("calibration" is
+    # also the engine's metrics module and a word of the domain: only a reference to the
+    # suite counts.)
     words = set()
     for suite in registry.all_suites():
         package = registry.package_of(suite)
-        words |= {suite.name, package.rsplit(".", 1)[-1]}
+        words |= {f'"{suite.name}"', f"'{suite.name}'", package, package.replace(".", "/")}
     args = ["git", "grep", "-n", "-i", "-F"]
     for w in sorted(words):
         args += ["-e", w]

@@ -132,7 +132,7 @@ SUITE = Suite(
     baselines=("ce", "focal3", "flsd53", "dual_focal", "label_smoothing", "brier", "spherical",
                "mmce", "squentropy",
                "identity", "temperature", "vector_scaling", "dirichlet_odir",
-               "histogram_binning", "isotonic"),
+               "histogram_binning", "isotonic", "spline", "h_calibration"),
     reference="ce",
     settings=SETTINGS,
     curves=CURVES,

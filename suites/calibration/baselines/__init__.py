@@ -1,0 +1,1 @@
+"""The calibration suite's post-hoc calibrator baselines, one ``posthoc_calibration`` a file."""
