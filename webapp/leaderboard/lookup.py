@@ -52,7 +52,18 @@ def suite_meta(suite: Suite) -> dict:
             "percent": headline.percent, "headline_spec": headline.to_json(),
             "anchors": [anchors.worst, anchors.best],
             "metric_specs": [m.to_json() for m in suite.metrics],
+            # The columns tables show beside the headline: with tracks, theirs (a suite
+            # with many metrics would be too wide to read); otherwise every metric.
+            "table_specs": [m.to_json() for m in _table_metrics(suite)],
+            "tracks": {t.name: t.label for t in suite.tracks},
             "curve_specs": [c.to_json() for c in suite.curves]}
+
+
+def _table_metrics(suite: Suite) -> list:
+    if not suite.tracks:
+        return [m for m in suite.metrics if m.name != suite.headline]
+    names = dict.fromkeys(c for t in suite.tracks for c in t.columns)
+    return [suite.metric(n) for n in names]
 
 
 def rounded(a: np.ndarray) -> list[float | None]:

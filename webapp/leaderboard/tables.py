@@ -178,14 +178,16 @@ def _cell_rows(suite: Suite, variants: list[str],
     cells = list(Cell.objects.filter(suite=suite.name, suite_version=suite.version,
                                      status__in=Cell.FINISHED, variant__in=variants,
                                      version__in=[v.pk for v in versions])
-                 .values_list("id", "version_id", "variant", "seed", "status"))
+                 .values_list("id", "version_id", "variant", "seed", "status",
+                              "environment__track"))
     metrics: dict[int, dict[str, float]] = {}
     for cell_id, name, value in Metric.objects.filter(
             cell_id__in=[c[0] for c in cells],
             name__in=[m.name for m in suite.metrics]).values_list("cell_id", "name", "value"):
         metrics.setdefault(cell_id, {})[name] = value
-    return [CellRow(str(vid), variant, seed, status, metrics.get(cid, {}))
-            for cid, vid, variant, seed, status in cells]
+    return [CellRow(str(vid), variant, seed, status, metrics.get(cid, {}),
+                    track if isinstance(track, str) else "")
+            for cid, vid, variant, seed, status, track in cells]
 
 
 def _build_variant_table(suite: Suite, variant: str) -> dict:
@@ -215,8 +217,11 @@ def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersio
         x = r.metrics.get(headline.name)
         if r.status == "ok" and x is not None and math.isfinite(x):
             values.setdefault((r.variant, r.objective), {})[r.seed] = x
-    return {name: [_row_payload(tr, by_id[int(tr.objective)], labels[int(tr.objective)],
-                                values.get((name, tr.objective), {}))
+    tracks = {r.objective: r.track for r in rows if r.track}
+    named = {t.name: t.label for t in suite.tracks}
+    return {name: [{**_row_payload(tr, by_id[int(tr.objective)], labels[int(tr.objective)],
+                                   values.get((name, tr.objective), {})),
+                    "track": named.get(tracks.get(tr.objective, ""), "")}
                    for tr in table] for name, table in tables.items()}
 
 

@@ -41,7 +41,7 @@ def suite(request: HttpRequest, name: str) -> HttpResponse:
         **page, "rows": table["rows"], "kind": kind, "show": show, "kinds": leaderboard.KINDS,
         "show_choices": SHOW_CHOICES, "hidden": page["total_rows"] - len(table["rows"]),
         "filter_hidden": [("variant", page["variant"])],
-        "secondary": [m for m in table["metric_specs"] if m["name"] != table["headline"]],
+        "secondary": table["table_specs"],
     })
 
 
@@ -56,7 +56,7 @@ def objective(request: HttpRequest, slug: str) -> HttpResponse:
         s["family"] = leaderboard.family_plot(
             s["series"], list(s["series"]["series"]), metric=s["headline_label"],
             spec=s["headline_spec"])
-        s["secondary"] = [m for m in s["metric_specs"] if m["name"] != s["headline"]]
+        s["secondary"] = s["table_specs"]
         s["curve_variant"] = next(iter(s["curves"]), None)
         s["multi_label"] = len({r["objective"] for r in s["rows"]}) > 1
     return render(request, "webapp/objective.html", {
