@@ -5,6 +5,7 @@ judge, shift curves, reliability bins, and the CLI's per-track tables."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -193,3 +194,39 @@ def test_cli_prints_a_table_per_track(tmp_path):
     training = {r["objective"] for r in tables["digits · training objectives"]}
     posthoc = {r["objective"] for r in tables["digits · post-hoc calibrators on CE"]}
     assert training == {"ce", "focal3"} and posthoc == {"ce", "temperature"}
+
+
+# --- pages ----------------------------------------------------------------------------
+
+
+def _store(slug: str, track: str, eces: list[float]) -> None:
+    import hashlib
+
+    from webapp import storage
+    from webapp.models import Objective, ObjectiveVersion
+
+    suite = get_suite("calibration")
+    obj = Objective.objects.create(slug=slug, name=slug, is_builtin=True)
+    code = f"# {slug}\n"
+    sha = hashlib.sha256(code.encode()).hexdigest()
+    version = ObjectiveVersion.objects.create(objective=obj, code=code, code_sha256=sha,
+                                              hyperparameters={}, key=sha, label=slug)
+    metrics = {m.name: 0.5 for m in suite.metrics}
+    results = [pipeline.CellResult("synthetic", seed, "ok", {**metrics, "ece": e}, {},
+                                   info={"track": track}) for seed, e in enumerate(eces)]
+    storage.store_results(version, suite, results, {"device": "cpu"})
+
+
+@pytest.mark.django_db
+def test_suite_page_shows_tracks_lower_is_better_first(client):
+    _store("ce", "training", [0.14, 0.15, 0.13])
+    _store("focal3", "training", [0.05, 0.04, 0.06])
+    _store("temperature", "post-hoc", [0.03, 0.04, 0.035])
+    html = client.get("/suites/calibration/?variant=synthetic").content.decode()
+    assert ">Track</th>" in html
+    assert "post-hoc calibrators on CE" in html and "training objectives" in html
+    order = [html.index(f'href="/objectives/{s}/"') for s in ("temperature", "focal3", "ce")]
+    assert order == sorted(order)  # lowest ECE first
+    headers = re.findall(r"<th [^>]*>([^<]*)", html.split('id="variant-table"')[1]
+                         .split("</thead>")[0])
+    assert "ECE TS" in " ".join(headers) and "Brier" not in " ".join(headers)
