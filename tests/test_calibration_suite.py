@@ -230,3 +230,28 @@ def test_suite_page_shows_tracks_lower_is_better_first(client):
     headers = re.findall(r"<th [^>]*>([^<]*)", html.split('id="variant-table"')[1]
                          .split("</thead>")[0])
     assert "ECE TS" in " ".join(headers) and "Brier" not in " ".join(headers)
+
+
+# --- opt-in CIFAR-10 ------------------------------------------------------------------
+
+
+def test_cifar10_variant_runs_both_tracks_on_fixture_files(tmp_path):
+    """The real-data variant reads CIFAR-10's python pickles (fixture files in that
+    format), splits 10% of the training set off for validation, trains the ResNet and is
+    judged like the embedded variants."""
+    from harness.data.real import DatasetMissing
+    from suites.calibration import data
+    from tests.test_real_data import make_cifar10
+
+    with pytest.raises(DatasetMissing, match="--download"):
+        data.cifar10(str(tmp_path))
+    make_cifar10(tmp_path, per_batch=40, n_test=30)
+    splits = data.cifar10(str(tmp_path))
+    assert splits.x_train.shape == (180, 3, 32, 32) and splits.x_val.shape == (20, 3, 32, 32)
+    assert np.bincount(splits.y_val, minlength=10).tolist() == [2] * 10  # stratified
+    assert SUITE.variant("cifar10").queue == "gpu" and not SUITE.variant("cifar10").default
+    for name in ("ce", "temperature"):
+        results = SUITE.run_cells(load_objective(name), ["cifar10"], [0],
+                                  data_root=str(tmp_path))
+        assert [r.status for r in results] == ["ok"], [r.error for r in results]
+        assert sum(results[0].curves["bin_count"]) == 30

@@ -82,13 +82,30 @@ def digits() -> Splits:
     return Splits(x_tr, y_tr, x_va, y_va, x_te, y_te, 10, x_tr.std(axis=0).astype(np.float32))
 
 
-DATASETS = {"synthetic": synthetic, "digits": digits}
+def cifar10(root: str | None = None, download: bool = False) -> Splits:
+    """CIFAR-10 (opt-in, real data): the 50000 training images split 45000/5000 into
+    train and validation with a fixed seed (Mukhoti et al.'s ``valid_size=0.1``), the
+    10000 test images; [N, 3, 32, 32] in [0, 1]. Read from ``root`` (see
+    harness/data/real.py), downloaded only with ``download``."""
+    from sklearn.model_selection import train_test_split
+
+    from harness.data import data_root
+    from harness.data.real import load_cifar10
+
+    ds = load_cifar10(data_root(root), download=download)
+    x_tr, x_va, y_tr, y_va = train_test_split(ds.x_train, ds.y_train, test_size=0.1,
+                                              stratify=ds.y_train, random_state=SPLIT_SEED)
+    return Splits(x_tr, y_tr, x_va, y_va, ds.x_test, ds.y_test, ds.num_classes,
+                  x_tr.std(axis=0).astype(np.float32))
 
 
-def load(name: str) -> Splits:
+DATASETS = {"synthetic": synthetic, "digits": digits, "cifar10": cifar10}
+
+
+def load(name: str, root: str | None = None, download: bool = False) -> Splits:
     if name not in DATASETS:
         raise KeyError(f"no calibration data set {name!r}; known: {', '.join(DATASETS)}")
-    return DATASETS[name]()
+    return cifar10(root, download) if name == "cifar10" else DATASETS[name]()
 
 
 def shifted(data: Splits, kind: str, severity: float) -> np.ndarray:

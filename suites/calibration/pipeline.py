@@ -51,7 +51,7 @@ class Calibration(Pipeline):
         labels stay with the judge."""
         jobs = []
         for variant in variants:
-            d = data.load(variant.config["dataset"])
+            d = data.load(variant.config["dataset"], data_root, download)
             tests = np.stack([d.x_test] + [data.shifted(d, k, s) for k, s in SHIFTS])
             members = [(variant.name, s) for s in seeds]
             jobs.append(Job(members,
@@ -69,10 +69,12 @@ class Calibration(Pipeline):
         seeds, k = list(plan["seeds"]), int(plan["num_classes"])
         config = TrainConfig.from_settings(suite.settings)
         x_train = torch.from_numpy(np.ascontiguousarray(inputs["x_train"]))
-        model = mlp((x_train.shape[1], 256, 256, k))
+        model = model_for(x_train.shape[1:], k)
         loss = objective.bind(LOSS) if LOSS in objective.hooks else _ce
+        init = stacked_init(model, seeds)  # on the CPU: the same init whatever the device
+        model = model.to(device)
         trained = train_members(
-            classification_member_loss(model, loss), stacked_init(model, seeds),
+            classification_member_loss(model, loss), init,
             Shuffled(seeds, config.batch_size, config.epochs, shared={"x": x_train},
                      own={"y": torch.from_numpy(np.ascontiguousarray(inputs["labels"]))}),
             config, mode=mode, device=device, cells_done=progress)
@@ -81,10 +83,10 @@ class Calibration(Pipeline):
                        "diverged_step": diverged_out(trained.diverged_step)})
         posthoc = POSTHOC in objective.hooks
         if posthoc:
-            params = {n: p.detach().cpu() for n, p in trained.params.items()}
+            params = {n: p.detach() for n, p in trained.params.items()}
             val = logits_of(model, params, inputs["x_val"])
             tests = inputs["x_test"]
-            test = logits_of(model, params, tests.reshape(-1, tests.shape[-1]))
+            test = logits_of(model, params, tests.reshape(-1, *tests.shape[2:]))
             y_val = torch.from_numpy(inputs["y_val"]).expand(len(seeds), -1)
             # Clean and shifted test rows in one call: a calibrator maps rows one by one.
             probs = each_member(objective.bind(POSTHOC), val, y_val, test)
@@ -103,13 +105,14 @@ class Calibration(Pipeline):
         diverged = diverged_in(output.arrays, m, steps_per_epoch * epochs)
         alive = diverged < 0
         loss = check_array(output.arrays, "loss_curve", (m, epochs), "f")
-        model = mlp((d.x_train.shape[1], 256, 256, k))
+        model = model_for(d.x_train.shape[1:], k)
         shapes = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
-        params = params_in(output.arrays, shapes, m, alive)
+        model = model.to(device)
+        params = {n: p.to(device) for n, p in params_in(output.arrays, shapes, m, alive).items()}
         tests = job.inputs["x_test"]  # [1 + shifts, N, D], what the trainer was given
         n_test = tests.shape[1]
         val = logits_of(model, params, d.x_val).numpy()
-        test = logits_of(model, params, tests.reshape(-1, tests.shape[-1])).numpy()
+        test = logits_of(model, params, tests.reshape(-1, *tests.shape[2:])).numpy()
         posthoc = output.info.get("posthoc")
         if not isinstance(posthoc, bool):
             raise ValueError("the trainer did not say whether it calibrated post hoc")
@@ -185,11 +188,21 @@ def reliability(probs: np.ndarray, labels: np.ndarray,
             "bin_count": count.tolist()}
 
 
+def model_for(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:
+    """The suite's MLP D-256-256-K for feature vectors; a CIFAR ResNet-20 for images."""
+    if len(input_shape) == 1:
+        return mlp((input_shape[0], 256, 256, num_classes))
+    from harness.models.resnet import cifar_resnet
+
+    return cifar_resnet(input_shape[0], num_classes)
+
+
 @torch.no_grad()
 def logits_of(model: torch.nn.Module, params: Mapping[str, torch.Tensor],
               x: np.ndarray, chunk: int = 8192) -> torch.Tensor:
     """[M, N, K] logits of every member on shared inputs."""
     forward = vmap(lambda p, xs: functional_call(model, p, (xs,)), in_dims=(0, None))
     xs = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-    return torch.cat([forward(dict(params), xs[i:i + chunk]) for i in range(0, len(xs), chunk)],
-                     dim=1)
+    device = next(iter(params.values())).device
+    return torch.cat([forward(dict(params), xs[i:i + chunk].to(device)).cpu()
+                      for i in range(0, len(xs), chunk)], dim=1)
