@@ -255,3 +255,19 @@ def test_cifar10_variant_runs_both_tracks_on_fixture_files(tmp_path):
                                   data_root=str(tmp_path))
         assert [r.status for r in results] == ["ok"], [r.error for r in results]
         assert sum(results[0].curves["bin_count"]) == 30
+
+
+@pytest.mark.slow
+def test_calibrator_that_takes_too_long_times_out():
+    from dataclasses import replace
+
+    from harness.sandbox_process import Limits
+
+    code = ("import time\n\n\n"
+            "def posthoc_calibration(val_logits, val_targets, test_logits):\n"
+            "    time.sleep(600)\n"
+            "    return test_logits.softmax(-1)\n")
+    limits = replace(Limits.for_run(SUITE, 1, 1), wall_seconds=20)
+    [r] = run_cells_sandboxed(SUITE, code, "sleeper.py", {}, ["digits"], [0], limits=limits)
+    assert (r.status, r.reason) == ("timeout", "wall"), r.error
+    assert r.metrics == {}
