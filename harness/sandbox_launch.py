@@ -156,6 +156,8 @@ class _Zygote:
     def __init__(self, threads: int, device: str, template: _Zygote | None = None) -> None:
         """A fork server: a fresh interpreter, or a copy of ``template`` (milliseconds)."""
         self.threads, self.device = threads, device
+        # The suite packages it imports: a fork server is reused only for the same ones.
+        self.roots = template.roots if template else json.dumps(registry.import_roots())
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.socket = ours
         self.proc: subprocess.Popen | None = None
@@ -163,7 +165,7 @@ class _Zygote:
         if template is None:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-m", "harness.sandbox_zygote", str(theirs.fileno()),
-                 json.dumps(registry.import_roots())],
+                 self.roots],
                 env=environment(None, threads, device), stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),), start_new_session=True)
             self.pid = self.proc.pid
@@ -279,33 +281,35 @@ class _Forked:
 
 # Idle fork servers by (threads, device): a job takes one (or starts one) and gives it
 # back, so a web process's request threads share a few instead of one per thread.
-_IDLE: dict[tuple[int, str], list[_Zygote]] = {}
+_IDLE: dict[tuple[int, str, str], list[_Zygote]] = {}
 _LOCK = threading.Lock()
 MAX_IDLE = 64  # copies are cheap (shared pages): one per member of a big group
-# Per (threads, device): a fork server that runs no job and only makes copies.
-_TEMPLATES: dict[tuple[int, str], _Zygote] = {}
+# Per (threads, device, suite packages): a fork server that runs no job and only makes
+# copies. A suite registered later (a plugin, a test's) gets a fork server that imports it.
+_TEMPLATES: dict[tuple[int, str, str], _Zygote] = {}
 
 
 def _acquire(threads: int, device: str) -> _Zygote:
+    key = (threads, device, json.dumps(registry.import_roots()))
     with _LOCK:
-        idle = _IDLE.setdefault((threads, device), [])
+        idle = _IDLE.setdefault(key, [])
         while idle:
             zygote = idle.pop()
             if zygote.alive():
                 return zygote
             zygote.close()
-        template = _TEMPLATES.get((threads, device))
+        template = _TEMPLATES.get(key)
         if template is not None and not template.alive():
             template.close()
             template = None
-        if template is None:  # one fresh interpreter per (threads, device); copies after it
-            template = _TEMPLATES[(threads, device)] = _Zygote(threads, device)
+        if template is None:  # one fresh interpreter per key; copies after it
+            template = _TEMPLATES[key] = _Zygote(threads, device)
         return _Zygote(threads, device, template)
 
 
 def _release(zygote: _Zygote) -> None:
     with _LOCK:
-        idle = _IDLE.setdefault((zygote.threads, zygote.device), [])
+        idle = _IDLE.setdefault((zygote.threads, zygote.device, zygote.roots), [])
         if zygote.alive() and len(idle) < MAX_IDLE:
             idle.append(zygote)
             return

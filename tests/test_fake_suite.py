@@ -223,6 +223,10 @@ def test_every_page_shows_it_in_its_own_units_and_direction(stored, client):
     reliability = _json_script(obj, f"reliability-{NAME}")
     assert reliability["series"][0]["label"] in ("huber", "mse")
     assert len(reliability["series"][0]["confidence"]) == stored.settings["bins"]
+    own = next(s for s in reliability["series"] if s["label"] == "huber")
+    assert sorted(own["seeds"]) == ["0", "1", "2"]  # each seed's diagram, toggled in the legend
+    assert all(len(one["confidence"]) == len(one["accuracy"]) == stored.settings["bins"]
+               for one in own["seeds"].values())
 
     compare = client.get(f"/objectives/huber/compare/?with=mse&suite={NAME}").content.decode()
     assert "Lower is better" in compare and "huber better" in compare
@@ -289,7 +293,8 @@ def test_a_web_submission_runs_in_the_sandbox_and_shows_on_the_run_page(
             "suites": [NAME], "seeds": "2"}
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post("/submit/", data)
-    assert response.status_code == 302, response.content.decode()[-2000:]
+    errors = re.findall(r"errorlist\">([^<]*)", response.content.decode())
+    assert response.status_code == 302, errors
     submission = Submission.objects.get()
     state = json.loads(client.get(f"/runs/{submission.pk}/status.json").content)
     assert state["finished"] and state["counts"]["ok"] == 2 * len(registered.default_variants)

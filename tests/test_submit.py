@@ -495,3 +495,31 @@ def test_a_server_error_shows_no_traceback(settings):
     assert "Something went wrong" in text
     for leak in ("Traceback", "ZeroDivisionError", "secret-internal-detail", "test_submit"):
         assert leak not in text
+
+
+@pytest.mark.slow
+def test_a_classification_loss_runs_on_three_suites(client_a, settings,
+                                                    django_capture_on_commit_callbacks):
+    """The cross-suite profile: one submitted loss, trained in the sandbox on noisy-labels,
+    certified and calibration (1-epoch smoke versions, which the leaderboard pages keep
+    apart from real results), each cell judged with its suite's headline."""
+    from harness.registry import get_suite
+
+    settings.HARNESS_EXECUTOR = "inline"
+    form = client_a.get("/submit/").content.decode()
+    three = ["noisy-labels", "certified", "calibration"]
+    assert all(f'value="{s}"' in form for s in three)
+    with django_capture_on_commit_callbacks(execute=True):
+        submit(client_a, seeds=1, suites=three)
+    submission = Submission.objects.get()
+    assert status(client_a, submission)["finished"] is True
+    assert {c.suite for c in submission.cells.all()} == set(three)
+    assert not submission.cells.exclude(status="ok").exists(), list(
+        submission.cells.exclude(status="ok").values_list("suite", "variant", "error"))
+    for name in three:
+        headline = get_suite(name).headline
+        cells = submission.cells.filter(suite=name)
+        assert cells.count() == cells.filter(metrics__name=headline).count() > 0
+    html = client_a.get(f"/runs/{submission.pk}/").content.decode()
+    for name in three:
+        assert f'href="/suites/{name}/"' in html

@@ -189,9 +189,12 @@ def reliability(suite: Suite, curves: dict) -> dict | None:
         c = entry["curves"]
         if not all(n in c for n in (spec.confidence, spec.accuracy, spec.count)):
             continue
+        conf, acc = c[spec.confidence], c[spec.accuracy]
         out.append({"label": label, "is_reference": entry["is_reference"],
-                    "confidence": c[spec.confidence]["mean"],
-                    "accuracy": c[spec.accuracy]["mean"],
+                    "confidence": conf["mean"], "accuracy": acc["mean"],
+                    "seeds": {seed: {"confidence": values,
+                                     "accuracy": acc.get("seeds", {}).get(seed, [])}
+                              for seed, values in conf.get("seeds", {}).items()},
                     "count": [None if m is None else m * n for m, n in zip(
                         c[spec.count]["mean"], c[spec.count]["n"], strict=True)]})
     if not out:
@@ -257,13 +260,15 @@ def build_curves(obj: Objective, suite: Suite, variant: str) -> dict:
         raw.setdefault(vid, {}).setdefault(name, {})[seed] = values
         if status == Cell.DIVERGED:
             diverged.setdefault(vid, set()).add(seed)
+    bins = {suite.reliability.confidence, suite.reliability.accuracy} if suite.reliability \
+        else set()
     by_label = {}
     for vid, curves in raw.items():
         is_ref = ref is not None and vid == ref.pk and vid not in {v.pk for v in chosen}
         payload = {}
         for name, seeds in sorted(curves.items()):
-            spec = declared[name]
-            band = _band(seeds, keep_seeds=not is_ref and spec.drawn)
+            spec = declared[name]  # a reliability diagram toggles each seed too
+            band = _band(seeds, keep_seeds=not is_ref and (spec.drawn or name in bins))
             grid = curves.get(spec.x_values, {}) if spec.x_values else {}
             band["x"] = (_band(grid, keep_seeds=False)["mean"] if grid
                          else list(range(1, len(band["mean"]) + 1)))

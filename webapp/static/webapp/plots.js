@@ -203,6 +203,14 @@
                                                dash: s.is_reference ? "dash" : "solid"},
                    marker: {size: 7, color: colors[s.label]},
                    hovertemplate: "confidence %{x:.3f}: accuracy %{y:.3f} (%{text})<extra>" + esc(s.label) + "</extra>"});
+      Object.keys(s.seeds || {}).forEach(function (seed) {  // hidden until clicked in the legend
+        var one = s.seeds[seed];
+        traces.push({x: one.confidence, y: one.accuracy, type: "scatter", mode: "lines+markers",
+                     name: esc(s.label) + " seed " + esc(seed), visible: "legendonly",
+                     line: {color: colors[s.label], width: 1}, marker: {size: 4, color: colors[s.label]},
+                     opacity: 0.6, hovertemplate: "confidence %{x:.3f}: accuracy %{y:.3f}<extra>" +
+                     esc(s.label) + " seed " + esc(seed) + "</extra>"});
+      });
     });
     Plotly.newPlot(el, traces, base({height: 380,
       xaxis: {title: {text: "mean confidence in the bin"}, range: [0, 1], gridcolor: "#eef1f4"},
