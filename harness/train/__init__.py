@@ -19,10 +19,10 @@ from harness.train.loop import (
     train_members,
     with_state,
 )
-from harness.train.members import predict, stack, stacked_init
+from harness.train.members import logits, predict, stack, stacked_init
 
 __all__ = ["MemberLoss", "ObjectiveRuntimeError", "Optimizer", "Paired", "Sampler", "Shuffled",
            "TrainConfig", "TrainResult", "classification_member_loss", "each_member",
            "epoch_orders",
-           "predict", "reduce_loss", "stack", "stacked_init", "train_members",
+           "logits", "predict", "reduce_loss", "stack", "stacked_init", "train_members",
            "with_state"]

@@ -42,7 +42,22 @@ def predict(model: nn.Module, params: Mapping[str, Tensor], inputs: Tensor,
     """[M, N] argmax predictions of every member on shared inputs."""
     if len(inputs) == 0:
         return torch.zeros(next(iter(params.values())).shape[0], 0, dtype=torch.long)
+    return torch.cat(list(_forward_chunks(model, params, inputs, chunk, Tensor.argmax)),
+                     dim=1)
+
+
+@torch.no_grad()
+def logits(model: nn.Module, params: Mapping[str, Tensor], inputs: Tensor,
+           chunk: int = 4096) -> Tensor:
+    """[M, N, K] outputs of every member on shared inputs, on the CPU; the inputs go to the
+    members' device a chunk at a time."""
+    return torch.cat([out.cpu() for out in _forward_chunks(model, params, inputs, chunk)],
+                     dim=1)
+
+
+def _forward_chunks(model, params, inputs, chunk, reduce=None):
     forward = vmap(lambda p, xs: functional_call(model, p, (xs,)), in_dims=(0, None))
-    parts = [forward(dict(params), inputs[i:i + chunk]).argmax(-1)
-             for i in range(0, len(inputs), chunk)]
-    return torch.cat(parts, dim=1)
+    device = next(iter(params.values())).device
+    for i in range(0, len(inputs), chunk):
+        out = forward(dict(params), inputs[i:i + chunk].to(device))
+        yield out if reduce is None else reduce(out, -1)

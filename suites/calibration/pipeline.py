@@ -4,8 +4,9 @@ All seeds of one data set train together as members of one seed-batched run. A
 training objective trains with its ``classification_loss``; an objective with only a
 ``posthoc_calibration`` trains as the reference does (CE: the same init and data order,
 so the same weights as ``ce``) and its calibrator then maps each member's validation and
-test logits to test probabilities. The judge recomputes every logit from the returned
-weights, checks the calibrator's probabilities, and computes every metric.
+test logits to test probabilities. The judge checks the returned weights, recomputes a
+training objective's logits from them or checks a calibrator's probabilities, and
+computes every metric.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.func import functional_call, vmap
 
 from harness.models.mlp import mlp
-from harness.objectives.loading import Objective
+from harness.objectives.loading import Objective, load_objective
 from harness.outputs import check_array, diverged_in, diverged_out, params_in, params_out
 from harness.pipeline import Job, Pipeline, TrainOutput
 from harness.suite import CellResult, Suite, Variant
@@ -27,6 +27,7 @@ from harness.train import (
     TrainConfig,
     classification_member_loss,
     each_member,
+    logits,
     stacked_init,
     train_members,
 )
@@ -37,11 +38,6 @@ from suites.calibration.probabilities import problem
 # sandbox's fork server imports this module, and its children must hold no scipy/sklearn.
 LOSS, POSTHOC = "classification_loss", "posthoc_calibration"
 SHIFTS = [("noise", s) for s in NOISE] + [("dropout", s) for s in DROPOUT]
-
-
-def _ce(logits: torch.Tensor, targets: torch.Tensor, **context: Any) -> torch.Tensor:
-    """The reference's loss (the built-in ``ce``'s formula), for post-hoc-only objectives."""
-    return -logits.log_softmax(-1).gather(-1, targets[:, None]).squeeze(-1)
 
 
 class Calibration(Pipeline):
@@ -71,7 +67,9 @@ class Calibration(Pipeline):
         config = TrainConfig.from_settings(suite.settings)
         x_train = torch.from_numpy(np.ascontiguousarray(inputs["x_train"]))
         model = model_for(x_train.shape[1:], k)
-        loss = objective.bind(LOSS) if LOSS in objective.hooks else _ce
+        # A calibrator's objective trains exactly as the suite's reference does.
+        trains = objective if LOSS in objective.hooks else load_objective(suite.reference)
+        loss = trains.bind(LOSS)
         init = stacked_init(model, seeds)  # on the CPU: the same init whatever the device
         model = model.to(device)
         trained = train_members(
@@ -85,9 +83,9 @@ class Calibration(Pipeline):
         posthoc = POSTHOC in objective.hooks
         if posthoc:
             params = {n: p.detach() for n, p in trained.params.items()}
-            val = logits_of(model, params, inputs["x_val"])
+            val = _logits(model, params, inputs["x_val"])
             tests = inputs["x_test"]
-            test = logits_of(model, params, tests.reshape(-1, *tests.shape[2:]))
+            test = _logits(model, params, tests.reshape(-1, *tests.shape[2:]))
             y_val = torch.from_numpy(inputs["y_val"]).expand(len(seeds), -1)
             # Clean and shifted test rows in one call: a calibrator maps rows one by one.
             probs = each_member(objective.bind(POSTHOC), val, y_val, test)
@@ -112,16 +110,17 @@ class Calibration(Pipeline):
         shapes = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
         model = model.to(device)
         params = {n: p.to(device) for n, p in params_in(output.arrays, shapes, m, alive).items()}
-        tests = job.inputs["x_test"]  # [1 + shifts, N, D], what the trainer was given
-        n_test = tests.shape[1]
-        val = logits_of(model, params, d.x_val).numpy()
-        test = logits_of(model, params, tests.reshape(-1, *tests.shape[2:])).numpy()
+        tests = job.inputs["x_test"]  # [1 + shifts, N, ...], what the trainer was given
+        rows, n_test = tests.shape[0] * tests.shape[1], tests.shape[1]
         posthoc = output.info.get("posthoc")
         if not isinstance(posthoc, bool):
             raise ValueError("the trainer did not say whether it calibrated post hoc")
-        probs = None
-        if posthoc:
-            probs = check_array(output.arrays, "test_probs", (m, test.shape[1], k), "f")
+        probs = val = test = None
+        if posthoc:  # judged on the calibrator's probabilities: no logits needed here
+            probs = check_array(output.arrays, "test_probs", (m, rows, k), "f")
+        else:
+            val = _logits(model, params, d.x_val).numpy()
+            test = _logits(model, params, tests.reshape(rows, *tests.shape[2:])).numpy()
         per_cell = float(output.info.get("wall_time") or 0.0) / m
         info = {"mode": str(output.info.get("mode", "")), "members_batched": m,
                 "track": "post-hoc" if posthoc else "training",
@@ -136,7 +135,7 @@ class Calibration(Pipeline):
                                       wall_time=per_cell, info=info))
                 continue
             if probs is not None:
-                why = problem(probs[i], (test.shape[1], k))
+                why = problem(probs[i], (rows, k))
                 if why:
                     out.append(CellResult(variant, seed, "failed", error=f"{POSTHOC} {why}",
                                           reason="invalid-output", wall_time=per_cell,
@@ -204,12 +203,7 @@ def model_for(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module
     return cifar_resnet(input_shape[0], num_classes)
 
 
-@torch.no_grad()
-def logits_of(model: torch.nn.Module, params: Mapping[str, torch.Tensor],
-              x: np.ndarray, chunk: int = 8192) -> torch.Tensor:
-    """[M, N, K] logits of every member on shared inputs."""
-    forward = vmap(lambda p, xs: functional_call(model, p, (xs,)), in_dims=(0, None))
-    xs = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-    device = next(iter(params.values())).device
-    return torch.cat([forward(dict(params), xs[i:i + chunk].to(device)).cpu()
-                      for i in range(0, len(xs), chunk)], dim=1)
+def _logits(model: torch.nn.Module, params: Mapping[str, torch.Tensor],
+            x: np.ndarray) -> torch.Tensor:
+    """[M, N, K] logits of every member on the shared inputs ``x``."""
+    return logits(model, params, torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)))
