@@ -153,11 +153,12 @@ class _Exec:
 
 
 class _Zygote:
-    def __init__(self, threads: int, device: str, template: _Zygote | None = None) -> None:
-        """A fork server: a fresh interpreter, or a copy of ``template`` (milliseconds)."""
-        self.threads, self.device = threads, device
-        # The suite packages it imports: a fork server is reused only for the same ones.
-        self.roots = template.roots if template else json.dumps(registry.import_roots())
+    def __init__(self, threads: int, device: str, roots: str,
+                 template: _Zygote | None = None) -> None:
+        """A fork server importing the suite packages ``roots`` (``registry.import_roots``
+        as JSON): a fresh interpreter, or a copy of ``template`` (milliseconds)."""
+        self.threads, self.device, self.roots = threads, device, roots
+        self.key = (threads, device, roots)  # a fork server is reused for the same key only
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.socket = ours
         self.proc: subprocess.Popen | None = None
@@ -290,7 +291,8 @@ _TEMPLATES: dict[tuple[int, str, str], _Zygote] = {}
 
 
 def _acquire(threads: int, device: str) -> _Zygote:
-    key = (threads, device, json.dumps(registry.import_roots()))
+    roots = json.dumps(registry.import_roots())
+    key = (threads, device, roots)
     with _LOCK:
         idle = _IDLE.setdefault(key, [])
         while idle:
@@ -303,13 +305,13 @@ def _acquire(threads: int, device: str) -> _Zygote:
             template.close()
             template = None
         if template is None:  # one fresh interpreter per key; copies after it
-            template = _TEMPLATES[key] = _Zygote(threads, device)
-        return _Zygote(threads, device, template)
+            template = _TEMPLATES[key] = _Zygote(threads, device, roots)
+        return _Zygote(threads, device, roots, template)
 
 
 def _release(zygote: _Zygote) -> None:
     with _LOCK:
-        idle = _IDLE.setdefault((zygote.threads, zygote.device, zygote.roots), [])
+        idle = _IDLE.setdefault(zygote.key, [])
         if zygote.alive() and len(idle) < MAX_IDLE:
             idle.append(zygote)
             return
