@@ -37,32 +37,40 @@ def fingerprint() -> str:
                      *(f for f in FLAGS if f in flags)])
 
 
+def groups(cells: list[dict]) -> list[tuple[str, int | None, str]]:
+    """The (suite, epochs, objective) runs the pinned cells come from, in file order."""
+    return list(dict.fromkeys((c["suite"], c["epochs"], c["objective"]) for c in cells))
+
+
+def rerun(cells: list[dict], suite_name: str, epochs: int | None,
+          objective: str) -> list[tuple[dict, object]]:
+    """Each pinned cell of one run with the result today's code computes for it."""
+    from harness.objectives.loading import load_objective
+    from harness.registry import get_suite
+
+    expected = [c for c in cells
+                if (c["suite"], c["epochs"], c["objective"]) == (suite_name, epochs, objective)]
+    suite = get_suite(suite_name)
+    if epochs:
+        suite = suite.shortened(epochs)
+    spec = str(DATA / f"{objective}.py") if (DATA / f"{objective}.py").exists() else objective
+    variants = list(dict.fromkeys(c["variant"] for c in expected))
+    seeds = sorted({c["seed"] for c in expected})
+    got = {(r.variant, r.seed): r for r in
+           suite.run_cells(load_objective(spec), variants, seeds)}
+    return [(c, got[(c["variant"], c["seed"])]) for c in expected]
+
+
 def main() -> None:
     import subprocess
 
     import torch
 
-    from harness.objectives.loading import load_objective
-    from harness.registry import get_suite
-
     torch.set_num_threads(1)
     pinned = json.loads((DATA / "pinned_results.json").read_text())
-    cells = pinned["cells"]
-    groups = list(dict.fromkeys((c["suite"], c["epochs"], c["objective"]) for c in cells))
     out = []
-    for suite_name, epochs, objective in groups:
-        expected = [c for c in cells
-                    if (c["suite"], c["epochs"], c["objective"]) == (suite_name, epochs, objective)]
-        suite = get_suite(suite_name)
-        if epochs:
-            suite = suite.shortened(epochs)
-        spec = str(DATA / f"{objective}.py") if (DATA / f"{objective}.py").exists() else objective
-        variants = list(dict.fromkeys(c["variant"] for c in expected))
-        seeds = sorted({c["seed"] for c in expected})
-        got = {(r.variant, r.seed): r for r in
-               suite.run_cells(load_objective(spec), variants, seeds)}
-        for c in expected:
-            r = got[(c["variant"], c["seed"])]
+    for suite_name, epochs, objective in groups(pinned["cells"]):
+        for c, r in rerun(pinned["cells"], suite_name, epochs, objective):
             out.append({**c, "status": r.status, "metrics": r.metrics, "curves": r.curves,
                         "mode": r.info.get("mode")})
         print(suite_name, epochs, objective, "done", flush=True)

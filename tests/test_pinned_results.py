@@ -14,15 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.objectives.loading import load_objective
-from harness.registry import get_suite
+from tests.pin_machine import fingerprint, groups, rerun
 
 DATA = Path(__file__).parent / "data"
 
 
 def _pinned() -> list[dict]:
-    from tests.pin_machine import fingerprint
-
     pinned = json.loads((DATA / "pinned_results.json").read_text())
     mine = pinned.get("machines", {}).get(fingerprint())
     return mine["cells"] if mine else pinned["cells"]
@@ -43,25 +40,13 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def _groups() -> list[tuple[str, int | None, str]]:
-    return list(dict.fromkeys((c["suite"], c["epochs"], c["objective"]) for c in PINNED))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("suite_name,epochs,objective", _groups(),
+@pytest.mark.parametrize("suite_name,epochs,objective", groups(PINNED),
                          ids=lambda x: str(x) if x is not None else "full")
 def test_pinned_results_unchanged(suite_name, epochs, objective, one_thread):
-    expected = [c for c in PINNED if (c["suite"], c["epochs"], c["objective"])
-                == (suite_name, epochs, objective)]
-    suite = get_suite(suite_name)
-    if epochs:
-        suite = suite.shortened(epochs)
-    spec = str(DATA / f"{objective}.py") if (DATA / f"{objective}.py").exists() else objective
-    variants = list(dict.fromkeys(c["variant"] for c in expected))
-    seeds = sorted({c["seed"] for c in expected})
-    got = {(r.variant, r.seed): r for r in suite.run_cells(load_objective(spec), variants, seeds)}
-    for cell in expected:
-        r = got[(cell["variant"], cell["seed"])]
+    for cell, r in rerun(PINNED, suite_name, epochs, objective):
         where = f"{objective} {cell['variant']} seed {cell['seed']}"
         assert r.status == cell["status"], where
         assert r.info.get("mode") == cell["mode"], where
