@@ -117,10 +117,12 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         return _fail(exc.message + f"\n(run `{check}` for a full check)")
     except unavailable as exc:
         return _fail(f"the sandbox is unavailable here: {exc}")
-    unusable = [o.name for o in objectives if not suite.supports(o.hooks)]
+    unusable = [o for o in objectives if not suite.supports(o.hooks)]
     if unusable:
-        return _fail(f"{', '.join(unusable)}: no {' or '.join(suite.accepted_hooks)} hook, "
-                     f"which the {suite.name} suite needs")
+        return _fail("; ".join(
+            f"{o.name} defines {', '.join(o.hooks) or 'no hook'}, but the {suite.name} suite "
+            f"runs only objectives defining {' or '.join(suite.accepted_hooks)}"
+            for o in unusable))
     if suite.reference not in {o.name for o in objectives}:
         objectives.insert(0, load_objective(suite.reference))  # P(improvement) needs it
         specs.insert(0, suite.reference)
@@ -128,6 +130,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     _setup_django()
     from harness.environment import environment
     from harness.parallel import default_workers, run_groups
+    from harness.pipeline import prepare_fixtures
     from webapp import storage
 
     device = _device(args.device)
@@ -152,6 +155,14 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         _say(f"{skipped} cells already stored (use --force to rerun them)", args)
     options = {"device": device, "mode": args.mode, "data_root": args.data_root,
                "download": args.download}
+    pending = sorted({v for _, _, g in groups for v in g.variants}, key=variants.index)
+    if pending:
+        try:
+            built = prepare_fixtures(suite, [suite.variant(v) for v in pending], seeds)
+        except FileNotFoundError as exc:  # a real dataset that is not there
+            return _fail(str(exc))
+        if built:
+            _say(f"fixtures: {built}", args)
     with _progress(total, args) as advance:
         def stored(group, results) -> None:
             label, version = owner[id(group)]

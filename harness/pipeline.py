@@ -83,6 +83,27 @@ class Pipeline(ABC):
               device: str = "cpu") -> list[CellResult]:
         """Every member's result from the trainer's output, after checking all of it."""
 
+    def fixtures(self, suite: Suite, variants: list[Variant],
+                 seeds: list[int]) -> list[tuple[str, int | None, dict[str, Any] | None]]:
+        """The fixture entries ``prepare`` loads (name, seed, extra config), for
+        :func:`prepare_fixtures` to build before any job starts; none by default."""
+        return []
+
+
+def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int]) -> str:
+    """Build (or find) every fixture the cells need, once, before workers start: a summary
+    such as ``"6 reused, 0 built"`` ('' for a suite without fixtures)."""
+    from harness import fixtures
+    from harness.registry import pipeline
+
+    needed = pipeline(suite).fixtures(suite, variants, seeds)
+    if not needed:
+        return ""
+    ledger = fixtures.Ledger()
+    for name, seed, config in needed:
+        fixtures.load(suite, name, seed, config, ledger=ledger)
+    return ledger.summary()
+
 
 def train_safely(pipeline: Pipeline, suite: Suite, objective: Objective,
                  inputs: Mapping[str, Any], plan: Mapping[str, Any],
@@ -100,9 +121,12 @@ def train_safely(pipeline: Pipeline, suite: Suite, objective: Objective,
 
 
 def failure_reason(exc: BaseException) -> str:
-    """``memory`` for allocation failures (the address-space limit), else ``objective``."""
+    """``memory`` for allocation failures (the address-space limit), ``invalid-output`` for
+    outputs a trainer refused, else ``objective``."""
     if isinstance(exc, MemoryError):
         return "memory"
+    if isinstance(exc, InvalidOutput):
+        return "invalid-output"
     text = str(exc).lower()
     if isinstance(exc, RuntimeError) and any(m in text for m in MEMORY_MESSAGES):
         return "memory"

@@ -495,23 +495,26 @@ class RemoteHook:
 
     def __call__(self, *args: Any, **context: Any) -> Tensor:
         context = self._context(context)
+        spec = registry.hooks()[self.name]
         # The rows go out in a secret order (autograd puts the gradients back in place), so
         # a server that reconstructs the public data order still cannot tell which row is
-        # which sample.
+        # which sample. Per-member context (a memory, the parameters) keeps its order.
         rows = args[0].shape[0]
         perm = torch.from_numpy(self.servers.rows.permutation(rows)).to(args[0].device)
         args = tuple(_permuted(a, perm, rows) for a in args)
-        state = context.get("state")
-        context = {k: _permuted(v, perm, rows) for k, v in context.items()}
+        written = {k: v for k, v in context.items() if k in spec.mutable}
+        context = {k: v if k in spec.shared else _permuted(v, perm, rows)
+                   for k, v in context.items()}
         leaves: list[Tensor] = []
         is_leaf = lambda v: isinstance(v, Tensor)  # noqa: E731
         spec_args = [lossproto.flatten(a, leaves, is_leaf) for a in args]
         spec_kwargs = {k: lossproto.flatten(v, leaves, is_leaf) for k, v in context.items()}
-        if state is None:
+        if not written:
             graph = self._graph(leaves, spec_args, spec_kwargs)
-        else:  # the state it writes must come back, so each call goes to the servers
+        else:  # what it writes must come back, so each call goes to the servers
             graph = None
-            self.servers.served.setdefault(self.name, "per call: it keeps per-sample state")
+            self.servers.served.setdefault(
+                self.name, f"per call: it writes its {', '.join(sorted(written))}")
         if graph is not None:  # run here, under the trainer's vmap, with autograd
             self.servers._watch()
             try:
@@ -519,15 +522,18 @@ class RemoteHook:
             except TooLarge as exc:  # found on meta tensors, before any work: per call
                 self.servers.served[self.name] = f"per call: {exc}"
                 self.graphs = {k: None if g is graph else g for k, g in self.graphs.items()}
-        sent_state = spec_kwargs["state"]["t"] if state is not None else None
-        grad = [i for i, t in enumerate(leaves) if t.is_floating_point() and i != sent_state]
-        mutable = [] if sent_state is None else [sent_state]
+        sent = {k: spec_kwargs[k]["t"] for k in written}
+        grad = [i for i, t in enumerate(leaves) if t.is_floating_point()
+                and i not in sent.values()]
+        mutable = list(sent.values())
         call = _Call(self.servers, self.name, spec_args, spec_kwargs, grad, mutable)
         loss, *new = _Remote.apply(call, *leaves)
-        if state is not None:
-            with torch.no_grad():
-                # state[perm] = new, written as a gather (index_copy_ has no vmap rule)
-                state.copy_(new[0].index_select(0, torch.argsort(perm)))
+        with torch.no_grad():
+            for (name, target), value in zip(written.items(), new, strict=True):
+                if name in spec.shared:
+                    target.copy_(value)
+                else:  # target[perm] = value, as a gather (index_copy_ has no vmap rule)
+                    target.copy_(value.index_select(0, torch.argsort(perm)))
         return loss
 
 

@@ -202,6 +202,23 @@ class VariantAxis:
     unit: str = ""
 
 
+# --- fixtures -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """Arrays the trusted side builds once per seed (a source model, a target model) and
+    every objective and worker reuses: ``builder`` is ``"module:function"``, called as
+    ``builder(config, seed) -> dict of numpy arrays``; ``code`` names more modules whose
+    source the entry depends on (the model's). Stored content-addressed by
+    :mod:`harness.fixtures`, checked on every read, rebuilt when a check fails."""
+
+    name: str
+    builder: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+    code: tuple[str, ...] = ()
+
+
 # --- variants and resources -----------------------------------------------------------
 
 
@@ -314,6 +331,7 @@ class Suite:
     train_info: Mapping[str, type] = field(default_factory=dict)
     resources: Resources = Resources()
     tracks: tuple[Track, ...] = ()
+    fixtures: tuple[Fixture, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self)
@@ -366,6 +384,12 @@ class Suite:
             if c.name == name:
                 return c
         raise KeyError(f"suite {self.name!r} declares no curve {name!r}")
+
+    def fixture(self, name: str) -> Fixture:
+        for f in self.fixtures:
+            if f.name == name:
+                return f
+        raise KeyError(f"suite {self.name!r} declares no fixture {name!r}")
 
     # --- versions ---
 
@@ -439,6 +463,15 @@ def _check(s: Suite) -> None:
                 fail(f"track {t.name!r} shows undeclared metric {c!r}")
     if len({t.name for t in s.tracks}) != len(s.tracks):
         fail("track names repeat")
+    if len({f.name for f in s.fixtures}) != len(s.fixtures):
+        fail("fixture names repeat")
+    for f in s.fixtures:
+        if ":" not in f.builder:
+            fail(f"fixture {f.name!r}: builder must be 'package.module:function'")
+        try:
+            json.dumps(dict(f.config), sort_keys=True)
+        except (TypeError, ValueError):
+            fail(f"fixture {f.name!r}: config must be JSON (it is hashed into the key)")
     if s.reliability is not None:
         r = s.reliability
         for c in (r.confidence, r.accuracy, r.count):

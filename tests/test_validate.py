@@ -96,7 +96,7 @@ def test_signature_hyperparameter_without_default(tmp_path):
         def classification_loss(logits, targets, *, q):
             return logits
     """)
-    check_error(spec, "signature", "hyperparameter 'q' has no default")
+    check_error(spec, "signature", "'q' is not context this hook receives")
 
 
 def test_unknown_hyperparameter_lists_known_ones():

@@ -198,8 +198,10 @@ class SubmissionForm(forms.Form):
         unsupported = [n for n in chosen if n not in supported]
         if unsupported:
             hooks = ", ".join(self.objective.hooks)
+            needs = "; ".join(f"{n} needs {' or '.join(get_suite(n).accepted_hooks)}"
+                              for n in unsupported)
             self.add_error("suites", f"{', '.join(unsupported)}: not supported by an "
-                           f"objective defining {hooks}.")
+                           f"objective defining {hooks} ({needs}).")
             return
         if not chosen:
             self.add_error("suites", "No suite can run this objective's hooks.")

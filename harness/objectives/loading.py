@@ -159,9 +159,12 @@ def check_signature(hook: str, fn: Callable) -> dict[str, Any]:
                 f"slice, which the trainer stores back after the call")
         if p.kind == p.KEYWORD_ONLY and p.name not in spec.context:
             if p.default is p.empty:
+                offered = ", ".join(spec.context) or "none"
                 raise ObjectiveError(
-                    "signature", f"{hook}: hyperparameter {p.name!r} has no default; "
-                    f"every keyword-only hyperparameter needs one (the author's choice)")
+                    "signature", f"{hook}: {p.name!r} is not context this hook receives "
+                    f"(it may ask for: {offered}), so it is a hyperparameter, and it has no "
+                    f"default; every keyword-only hyperparameter needs one (the author's "
+                    f"choice)")
             defaults[p.name] = p.default
         elif (p.kind == p.POSITIONAL_OR_KEYWORD and p in positional[len(spec.positional):]
               and p.name not in spec.context):

@@ -38,6 +38,11 @@ class HookSpec:
     summary: str
     smoke: str
     context: tuple[str, ...] = CONTEXT_NAMES
+    # Context the hook writes in place, which the trainer stores back after the call.
+    mutable: tuple[str, ...] = ("state",)
+    # Context that is one value per member rather than one row per sample (a memory, the
+    # parameters): the sandbox never reorders its rows.
+    shared: tuple[str, ...] = ()
 
 
 ENGINE_HOOKS: tuple[HookSpec, ...] = (

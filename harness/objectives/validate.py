@@ -104,11 +104,13 @@ class SmokeCase:
     """One input case for a loss-like hook: positional tensors and the context on offer
     (the bound hook takes only what it asks for). Floating tensors, in the arguments or
     in the context (nested in lists and tuples, or returned by a context function), get
-    gradients; the loss must reach at least one of them."""
+    gradients; the loss must reach at least one of them. ``constant`` names context that
+    gets none (a memory the hook writes in place, fixed reference values)."""
 
     name: str
     args: tuple
     context: dict[str, Any]
+    constant: tuple[str, ...] = ()
 
 
 def check_loss_hook(objective: Objective, hook: str, cases: list[SmokeCase], *, batch: int,
@@ -169,7 +171,9 @@ def _run_case(fn: Callable, case: SmokeCase, batch: int, inputs: str, filename: 
     import torch
 
     leaves: list[Any] = []
-    args, context = _with_grad((case.args, case.context), leaves)
+    args = _with_grad(case.args, leaves)
+    context = {k: _fresh(v) if k in case.constant else _with_grad(v, leaves)
+               for k, v in case.context.items()}
     try:
         out = fn(*args, **context)
     except Exception as exc:
@@ -202,6 +206,11 @@ def _with_grad(value: Any, leaves: list[Any]) -> Any:
     if callable(value):
         return lambda *a, **k: _with_grad(value(*a, **k), leaves)
     return value
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a constant context tensor (a hook may write it; the case stays as is)."""
+    return value.clone() if hasattr(value, "clone") else value
 
 
 def _check_output(out: Any, batch: int, case: SmokeCase) -> tuple[str, str] | None:
@@ -269,7 +278,8 @@ def _check_vmap(fn: Callable, hook: str, case: SmokeCase) -> list[Problem]:
     static = {k: v for k, v in case.context.items() if k not in tensors}
     args = tree_map(stack, case.args)
     batched = tree_map(stack, tensors)
-    leaves = [t for t in tree_leaves((args, batched))
+    varying = (args, {k: v for k, v in batched.items() if k not in case.constant})
+    leaves = [t for t in tree_leaves(varying)
               if isinstance(t, torch.Tensor) and t.is_floating_point()]
     for leaf in leaves:
         leaf.requires_grad_()
