@@ -316,23 +316,72 @@ def _print_tables(suite, variants, versions, args) -> int:
                                     higher_is_better=headline.higher_is_better,
                                     reference=suite.reference, secondary=secondary))
         shown_columns.append(secondary)
-    tables, order, columns = {}, [], {}
+    tables, order, columns, drawn = {}, [], {}, []
     for v in variants or [v.name for v in suite.variants]:
         for track, table, secondary in zip(tracks, found, shown_columns, strict=True):
             if v in table and (track is None or any(not r.is_reference for r in table[v])):
                 key = v if track is None else f"{v} · {track.label}"
                 tables[key], columns[key] = table[v], secondary
                 order.append(key)
+                drawn.append(v)
+    drawn = list(dict.fromkeys(drawn))
+    across = None
+    if len(drawn) > 1:  # the mean over the shown variants and the worst of them
+        from harness.tables import across_variants
+
+        across = across_variants(rows, drawn, headline=headline.name,
+                                 higher_is_better=headline.higher_is_better,
+                                 reference=suite.reference)
     if args.json:
         from harness.jsonsafe import finite_or_none
 
-        print(json.dumps(finite_or_none(_tables_json(suite, order, tables)), indent=1,
-                         allow_nan=False))
+        report = _tables_json(suite, order, tables)
+        if across is not None:
+            report["across_variants"] = _across_json(drawn, *across)
+        print(json.dumps(finite_or_none(report), indent=1, allow_nan=False))
         return 0
     from harness.terminal import render_tables
 
     render_tables(suite, order, tables, columns)
+    if across is not None:
+        _render_across(suite, drawn, *across)
     return 0
+
+
+def _across_json(variants, rows, left_out) -> dict:
+    return {"variants": variants, "left_out": left_out,
+            "rows": [{"objective": r.objective, "mean": r.mean, "worst": r.worst,
+                      "worst_variant": r.worst_variant, "means": r.means} for r in rows]}
+
+
+def _render_across(suite, variants, rows, left_out) -> None:
+    """The across-variants table: per objective, the mean of its per-variant headline means
+    and its worst variant, formatted like the per-variant tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.terminal import shown
+
+    head = suite.headline_metric
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    title = (f"{suite.name} v{suite.version} · across variants · {head.label} "
+             f"({head.better} is better)")
+    table = Table(title=title, title_justify="left", header_style="bold",
+                  min_width=len(title))
+    table.add_column("objective")
+    table.add_column(f"mean over {len(variants)} variants", justify="right")
+    table.add_column("worst variant", justify="right")
+    for r in rows:
+        name = shown(r.objective) + (" (ref)" if r.is_reference else "")
+        table.add_row(name, head.format(r.mean),
+                      f"{head.format(r.worst)} ({shown(r.worst_variant)})")
+    console.print(table)
+    notes = [f"across variants: mean over {', '.join(variants)} of each objective's "
+             f"per-variant mean; worst = its worst variant ({head.better} is better)"]
+    if left_out:
+        notes.append(f"left out (no result on every shown variant): "
+                     f"{', '.join(shown(x) for x in left_out)}")
+    console.print("\n".join(notes), highlight=False)
 
 
 def _tables_json(suite, order, tables) -> dict:

@@ -180,6 +180,16 @@ class ReliabilitySpec:
 
 
 @dataclass(frozen=True)
+class HeatmapSpec:
+    """Objectives × metrics, the mean over seeds of each metric in one variant: e.g. the
+    error per corruption of each method."""
+
+    metrics: tuple[str, ...]
+    label: str
+    variant: str | None = None  # the variant drawn; None = the page's current variant
+
+
+@dataclass(frozen=True)
 class Track:
     """A part of a suite's board for the objectives that define one of ``hooks`` (e.g.
     training objectives vs post-hoc calibrators): tables show each track apart, the
@@ -332,6 +342,7 @@ class Suite:
     resources: Resources = Resources()
     tracks: tuple[Track, ...] = ()
     fixtures: tuple[Fixture, ...] = ()
+    heatmap: HeatmapSpec | None = None
 
     def __post_init__(self) -> None:
         _check(self)
@@ -477,6 +488,8 @@ def _check(s: Suite) -> None:
         for c in (r.confidence, r.accuracy, r.count):
             if c not in curve_names:
                 fail(f"reliability diagram of undeclared curve {c!r}")
+    if s.heatmap is not None:
+        _check_heatmap(s, s.heatmap, fail)
     if s.variant_axis is not None:
         key = s.variant_axis.key
         numeric = [v for v in s.variants if is_number(v.config.get(key))]
@@ -491,6 +504,25 @@ def _check(s: Suite) -> None:
                  f"{', '.join(t.__name__ for t in INFO_TYPES)}")
     if not isinstance(s.pipeline, str) or ":" not in s.pipeline:
         fail("pipeline must be 'package.module:Class'")
+
+
+def _check_heatmap(s: Suite, h: HeatmapSpec, fail: Any) -> None:
+    """One colour scale for every column: declared metrics sharing a direction and a unit."""
+    if not h.metrics or len(set(h.metrics)) != len(h.metrics):
+        fail("heatmap needs distinct metrics")
+    declared = {m.name: m for m in s.metrics}
+    for name in h.metrics:
+        if name not in declared:
+            fail(f"heatmap of undeclared metric {name!r}")
+    specs = [declared[n] for n in h.metrics]
+    if len({m.better for m in specs}) > 1 or specs[0].better == "neither":
+        fail(f"heatmap metrics need one direction (higher or lower is better), got "
+             f"{', '.join(f'{m.name}: {m.better}' for m in specs)}")
+    if len({m.unit for m in specs}) > 1:
+        fail(f"heatmap metrics need one unit, got "
+             f"{', '.join(f'{m.name}: {m.unit}' for m in specs)}")
+    if h.variant is not None and h.variant not in {v.name for v in s.variants}:
+        fail(f"heatmap of undeclared variant {h.variant!r}")
 
 
 def is_number(x: Any) -> bool:

@@ -3,12 +3,13 @@
 Input is tidy: one :class:`CellRow` per (objective, variant, seed). Output rows
 carry the headline's mean and 95% CI, seed and divergence counts, the comparison
 with the reference objective on paired seeds, and whether the objective is
-statistically tied with the best.
+statistically tied with the best. :func:`across_variants` summarizes an objective over
+several variants: the mean of its per-variant headline means and its worst variant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,52 @@ class TableRow:
     vs_reference: stats.Comparison | None = None
     tied_with_best: bool = False
     is_reference: bool = False
+
+
+@dataclass(frozen=True)
+class AcrossRow:
+    """An objective over several variants: per-variant headline means (over ok seeds),
+    their mean, and the worst of them by the metric's direction."""
+
+    objective: str
+    means: dict[str, float]
+    mean: float
+    worst: float
+    worst_variant: str
+    is_reference: bool = False
+
+
+def worst_variant(means: Mapping[str, float], higher_is_better: bool) -> tuple[str, float] | None:
+    """(variant, value) of the worst per-variant mean: the smallest when higher is better,
+    the largest when lower is better (the first in order among equals); None if empty."""
+    if not means:
+        return None
+    pick = min if higher_is_better else max
+    name = pick(means, key=lambda v: means[v])
+    return name, means[name]
+
+
+def across_variants(rows: Iterable[CellRow], variants: list[str], *, headline: str,
+                    higher_is_better: bool, reference: str = ""
+                    ) -> tuple[list[AcrossRow], list[str]]:
+    """Rows (best mean first) of the objectives with an ok headline on every one of
+    ``variants``, and the names of the objectives left out for missing some."""
+    cells: dict[str, dict[str, list[CellRow]]] = {}
+    for r in rows:
+        if r.variant in variants:
+            cells.setdefault(r.objective, {}).setdefault(r.variant, []).append(r)
+    out, left_out = [], []
+    for name, by_variant in cells.items():
+        scores = {v: _scores(by_variant.get(v, []), headline) for v in variants}
+        if not all(scores.values()):
+            left_out.append(name)
+            continue
+        means = {v: float(np.mean(list(s.values()))) for v, s in scores.items()}
+        variant, value = worst_variant(means, higher_is_better)
+        out.append(AcrossRow(name, means, float(np.mean(list(means.values()))), value, variant,
+                             is_reference=name == reference))
+    sign = 1 if higher_is_better else -1
+    return sorted(out, key=lambda r: (-sign * r.mean, r.objective)), sorted(left_out)
 
 
 def variant_tables(rows: Iterable[CellRow], *, headline: str, higher_is_better: bool,

@@ -178,6 +178,17 @@ def test_objectives_are_listed_with_versions_and_never_code(client, data):
     assert SECRET not in json.dumps(body) and '"code"' not in json.dumps(body)
 
 
+def test_profile_summary_has_the_mean_and_the_worst_variant(client, data):
+    body = _get(client, "/api/objectives/gce")
+    suite = next(s for s in body["suites"] if s["suite"] == "noisy-labels")
+    [row] = suite["summary"]
+    means = {v: np.mean([_acc("gce", v, s) for s in SEEDS]) for v in ("clean", "sym-0.4")}
+    assert row["variant_means"] == pytest.approx(means)
+    assert row["mean"] == pytest.approx(np.mean(list(means.values())))
+    assert row["worst_variant"] == "sym-0.4"  # 0.1 lower on every seed: higher is better
+    assert row["worst"] == pytest.approx(means["sym-0.4"])
+
+
 def test_objectives_are_paginated_and_filtered(client, data):
     first = _get(client, "/api/objectives?page_size=3")
     assert (first["count"], first["pages"], first["page_size"]) == (4, 2, 3)

@@ -213,3 +213,26 @@ def test_a_suites_own_axes_and_plots_render(page, monkeypatch):
     assert page.locator("#strip-data-plot").locator(
         "text=test RMSE — lower is better").count() == 1
     assert errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_suites_heatmap_renders(page, monkeypatch):
+    """The fake suite declares a heatmap (RMSE and MAE, lower is better): the suite page
+    draws it as a plotly heatmap, objectives × metrics, next to the across-variants table."""
+    from tests.test_leaderboard import with_fake_suite
+
+    with_fake_suite(monkeypatch)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{page.base}/suites/fake-regression/?variant=out-0.2")
+    page.wait_for_selector("#heatmap-data-plot[data-rendered='true']")
+    plot = page.locator("#heatmap-data-plot")
+    assert plot.locator(".hm").count() == 1  # plotly's heatmap layer
+    trace = page.evaluate("() => { var t = document.getElementById('heatmap-data-plot')"
+                          ".data[0]; return {type: t.type, x: t.x, y: t.y, z: t.z}; }")
+    assert trace["type"] == "heatmap" and trace["x"] == ["RMSE", "MAE"]
+    assert trace["y"] == ["huber", "mse"]
+    assert [[round(v, 6) for v in row] for row in trace["z"]] == [[0.8, 0.55], [1.1, 0.85]]
+    assert plot.locator("text=lower is better").count() == 1  # the colour bar's title
+    assert page.locator("#across-table td.worst").count() == 2  # one per objective
+    assert errors == []

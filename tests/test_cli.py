@@ -189,6 +189,64 @@ def test_human_readable_table(shared):
         assert text in out
 
 
+@pytest.mark.slow
+def test_across_variants_table_names_the_worst_variant(shared):
+    suite = get_suite("noisy-labels")
+    acc: dict[tuple[str, str], list[float]] = {}
+    for label, variant, value in query(shared.env, """
+            SELECT v.label, c.variant, m.value FROM webapp_metric m
+            JOIN webapp_cell c ON m.cell_id = c.id
+            JOIN webapp_objectiveversion v ON c.version_id = v.id
+            WHERE m.name = 'test_acc' AND c.suite_version = ?""", SMOKE):
+        acc.setdefault((label, variant), []).append(value)
+    means = {k: sum(x) / len(x) for k, x in acc.items()}
+    report = strict_json(shared.proc.stdout)["across_variants"]
+    assert report["variants"] == ["sym-0.4", "clean"] and report["left_out"] == []
+    proc = harness(*MAIN_RUN, env=shared.env, cwd=shared.cwd)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.split("· across variants ·", 1)[1]
+    for label in ("gce", "ce"):
+        per = {v: means[(label, v)] for v in ("sym-0.4", "clean")}
+        worst = min(per, key=per.get)  # higher test accuracy is better
+        row = next(r for r in report["rows"] if r["objective"] == label)
+        assert row["worst_variant"] == worst and row["means"] == pytest.approx(per)
+        head = suite.headline_metric
+        line = next(x for x in out.splitlines() if f" {label} " in x)
+        assert head.format(sum(per.values()) / 2) in line
+        assert f"{head.format(per[worst])} ({worst})" in line
+    assert "mean over 2 variants" in out and "left out" not in out
+
+
+def test_across_variants_leaves_out_incomplete_objectives_and_says_so(capsys):
+    from harness.cli import _render_across
+    from harness.tables import CellRow, across_variants
+
+    rows = [CellRow(o, v, s, "ok", {"rmse": x}) for o, v, s, x in (
+        ("mse", "clean", 0, 0.5), ("mse", "clean", 1, 0.7), ("mse", "noisy", 0, 1.1),
+        ("huber", "clean", 0, 0.4), ("huber", "noisy", 0, 0.8), ("huber", "noisy", 1, 0.9),
+        ("partial", "clean", 0, 0.1), ("partial", "noisy", 0, float("nan")))]
+    across, left_out = across_variants(rows, ["clean", "noisy"], headline="rmse",
+                                       higher_is_better=False, reference="mse")
+    assert left_out == ["partial"]  # no finite value on noisy
+    assert [r.objective for r in across] == ["huber", "mse"]  # lower mean first
+    huber, mse = across
+    assert huber.means == pytest.approx({"clean": 0.4, "noisy": 0.85})
+    assert (huber.worst_variant, huber.worst) == ("noisy", pytest.approx(0.85))
+    assert mse.mean == pytest.approx(0.85) and mse.is_reference
+    higher, _ = across_variants(rows, ["clean", "noisy"], headline="rmse",
+                                higher_is_better=True)
+    assert [r.objective for r in higher] == ["mse", "huber"]
+    assert higher[0].worst_variant == "clean"  # the smallest mean when higher is better
+
+    suite = get_suite("noisy-labels")
+    _render_across(suite, ["clean", "noisy"], across, left_out)
+    out = capsys.readouterr().out
+    head = suite.headline_metric
+    assert "across variants" in out and "mean over 2 variants" in out
+    assert f"{head.format(0.85)} (noisy)" in out and "mse (ref)" in out
+    assert "left out (no result on every shown variant): partial" in out
+
+
 def test_syntax_error_in_objective_file(env, tmp_path):
     write(tmp_path / "broken.py", """\
         def classification_loss(logits, targets:

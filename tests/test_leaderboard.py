@@ -161,6 +161,114 @@ def test_suite_summary_relative_to_reference_with_paired_ci(board):
     assert mae["improvement"] < 0 or not mae["distinguishable"]
 
 
+def test_summary_worst_variant_is_the_lowest_mean_when_higher_is_better(board):
+    make_objective("wild", {}, diverged={"sym-0.4": [0, 1]})  # nothing covered
+    summary = leaderboard.suite_summary(SUITE)
+    gce = _row(summary, "gce")
+    means = {v: np.mean(GCE[v]) for v in ("clean", "sym-0.4")}
+    assert gce["variant_means"] == pytest.approx(means)
+    assert gce["mean"] == pytest.approx(np.mean(list(means.values())))
+    assert gce["worst_variant"] == "sym-0.4"  # 91.5 < 96.5
+    assert gce["worst"] == pytest.approx(means["sym-0.4"])
+    wild = _row(summary, "wild")
+    assert wild["variant_means"] == {} and wild["worst"] is None
+    assert wild["worst_variant"] is None and wild["mean"] is None
+
+
+# The fake suite (tests/fake_suite): lower-is-better RMSE; values are (rmse, mae) per seed.
+FAKE_MSE = {"clean": [(0.50, 0.40), (0.70, 0.50)], "out-0.2": [(1.00, 0.80), (1.20, 0.90)],
+            "out-0.4": [(0.90, 0.70), (0.90, 0.60)]}
+FAKE_HUBER = {"clean": [(0.40, 0.30), (0.60, 0.40)], "out-0.2": [(0.70, 0.50), (0.90, 0.60)],
+              "out-0.4": [(0.80, 0.50), (0.95, 0.70)]}
+
+
+def make_fake(suite, slug: str, values: dict[str, list[tuple[float, float]]],
+              **kwargs) -> ObjectiveVersion:
+    """An objective version with fake-suite cells: ``values[variant][seed] = (rmse, mae)``."""
+    version = make_objective(slug, {}, **kwargs)
+    storage.store_results(version, suite, [
+        CellResult(variant, seed, "ok", {"rmse": rmse, "mae": mae, "sign_acc": 0.5,
+                                         "bias": 0.0})
+        for variant, pairs in values.items() for seed, (rmse, mae) in enumerate(pairs)], ENV)
+    return version
+
+
+def with_fake_suite(monkeypatch):
+    """The fake suite registered, as HARNESS_SUITES does for a plugin, with mse and huber."""
+    monkeypatch.setenv("HARNESS_SUITES", "tests.fake_suite")
+    from harness import registry
+
+    suite = registry.get_suite("fake-regression")
+    make_fake(suite, "mse", FAKE_MSE)
+    make_fake(suite, "huber", FAKE_HUBER)
+    return suite
+
+
+@pytest.fixture
+def fake_suite(monkeypatch):
+    return with_fake_suite(monkeypatch)
+
+
+def test_summary_worst_variant_is_the_highest_mean_when_lower_is_better(fake_suite):
+    summary = leaderboard.suite_summary(fake_suite)
+    for label, values in (("mse", FAKE_MSE), ("huber", FAKE_HUBER)):
+        row = _row(summary, label)
+        means = {v: np.mean([p[0] for p in pairs]) for v, pairs in values.items()}
+        assert row["variant_means"] == pytest.approx(means)
+        worst = max(means, key=means.get)
+        assert row["worst_variant"] == worst and row["worst"] == pytest.approx(means[worst])
+    assert _row(summary, "mse")["worst_variant"] == "out-0.2"  # 1.1 > 0.9 > 0.6
+    assert _row(summary, "huber")["worst_variant"] == "out-0.4"  # 0.875 > 0.8 > 0.5
+
+
+def test_heatmap_payload_is_the_mean_of_each_metric_in_table_order(fake_suite):
+    page = leaderboard.suite_page(fake_suite, "out-0.2")
+    heat = page["heatmap"]
+    assert heat["label"] == "test errors" and heat["variant"] == "out-0.2"
+    assert heat["columns"] == ["RMSE", "MAE"] and heat["spec"]["better"] == "lower"
+    assert heat["objectives"] == ["huber", "mse"]  # the table's order: lowest RMSE first
+    assert np.allclose(heat["z"], [[0.8, 0.55], [1.1, 0.85]])
+    assert leaderboard.suite_page(SUITE, "sym-0.4")["heatmap"] is None  # none declared
+
+
+def test_across_rows_sort_complete_first_and_respect_the_filters(board):
+    make_objective("full", {v: [0.5, 0.52] for v in DEFAULTS}, builtin=False)
+    page = leaderboard.suite_page(SUITE, "sym-0.4")
+    across = page["across"]
+    assert across["variants"] == DEFAULTS
+    assert [r["objective"] for r in across["rows"]] == ["full", "gce", "ce", "mae"]
+    gce = across["rows"][1]
+    cells = {c["variant"]: c for c in gce["cells"]}
+    assert cells["sym-0.4"]["worst"] and not cells["clean"]["worst"]
+    assert cells["sym-0.4"]["mean"] == pytest.approx(np.mean(GCE["sym-0.4"]))
+    assert cells["sym-0.2"]["mean"] is None and (gce["variants_covered"], gce["variants_total"]) \
+        == (2, len(DEFAULTS))
+    submitted = leaderboard.suite_page(SUITE, "sym-0.4", kind="submitted")["across"]
+    assert [r["objective"] for r in submitted["rows"]] == ["full", "ce"]  # + the reference
+
+
+def test_heatmap_declaration_is_checked():
+    from dataclasses import replace
+
+    from harness.suite import HeatmapSpec, MetricSpec, SuiteError
+
+    extra = (MetricSpec("err", "error", better="lower", unit="percent"),
+             MetricSpec("loss", "loss", better="lower"))
+    base = replace(SUITE, metrics=(*SUITE.metrics, *extra))
+    ok = replace(base, heatmap=HeatmapSpec(("memorization", "err"), "errors", "sym-0.4"))
+    assert ok.heatmap.variant == "sym-0.4"
+    for spec, words in (
+            (HeatmapSpec(("test_acc", "nope"), "x"), "undeclared metric 'nope'"),
+            (HeatmapSpec((), "x"), "distinct metrics"),
+            (HeatmapSpec(("test_acc", "test_acc"), "x"), "distinct metrics"),
+            (HeatmapSpec(("test_acc", "memorization"), "x"), "one direction"),
+            (HeatmapSpec(("noise_rate",), "x"), "one direction"),
+            (HeatmapSpec(("memorization", "loss"), "x"), "one unit"),
+            (HeatmapSpec(("test_acc",), "x", variant="nope"), "undeclared variant 'nope'")):
+        with pytest.raises(SuiteError, match=words):
+            replace(base, heatmap=spec)
+
+
 def test_adding_a_submission_changes_nobody_elses_numbers(board):
     before = leaderboard.suite_summary(SUITE)
     home_before = leaderboard.home_table()
@@ -314,7 +422,15 @@ def test_csv_export_parses_back(board):
     assert rows[2]["p_improvement"] == ""  # no comparison of the reference with itself
     _, every = leaderboard.export_tables("noisy-labels")
     assert [t["variant"] for t in every] == ["clean", "sym-0.4"]
-    assert len(list(csv.DictReader(io.StringIO(exports.tables_csv(every))))) == 6
+    wide = list(csv.DictReader(io.StringIO(exports.tables_csv(every))))
+    assert len(wide) == 6
+    gce = [r for r in wide if r["objective"] == "gce"]
+    summary = _row(leaderboard.suite_summary("noisy-labels"), "gce")
+    for r in gce:  # the suite summary's numbers across variants, on each of its lines
+        assert float(r["across_mean"]) == pytest.approx(summary["mean"])
+        assert float(r["across_worst"]) == pytest.approx(summary["worst"])
+        assert r["across_worst_variant"] == "sym-0.4" and r["across_variants"] == "2"
+    assert "across_mean" not in rows[0]  # one variant: nothing across
 
 
 def test_latex_export_is_booktabs_with_best_bold_ties_and_escaping():

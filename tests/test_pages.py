@@ -13,7 +13,15 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.test_leaderboard import CE, GCE, MAE, make_objective
+from tests.test_leaderboard import (
+    CE,
+    FAKE_HUBER,
+    FAKE_MSE,
+    GCE,
+    MAE,
+    make_objective,
+    with_fake_suite,
+)
 
 pytestmark = pytest.mark.django_db
 FULL = {v: [0.80, 0.82, 0.81] for v in ("clean", "sym-0.2", "sym-0.4", "sym-0.6", "asym-0.2",
@@ -86,6 +94,56 @@ def test_suite_page_table_plots_and_exports(client, board):
     assert "<h2>clean" in default  # the first default variant with results
     assert client.get("/suites/noisy-labels/?variant=sym-0.4&kind=submitted&show=all"
                       ).status_code == 200
+
+
+def _across_rows(html: str) -> dict[str, str]:
+    table = html.split('id="across-table"')[1].split("</table>")[0]
+    rows = re.findall(r"<tr class=[^>]*>(.*?)</tr>", table, re.S)
+    return {re.search(r'class="obj">([^<]+)<', r).group(1): r for r in rows}
+
+
+def _cells(row_html: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", " ", c).split() for c in
+            re.findall(r"<td[^>]*>(.*?)</td>", row_html, re.S)]
+
+
+def test_suite_page_across_variants_marks_the_worst_variant(client, board):
+    make_objective("full", {v: [0.5 + i / 100, 0.52 + i / 100] for i, v in enumerate(FULL)},
+                   builtin=False)
+    html = client.get("/suites/noisy-labels/?variant=sym-0.4").content.decode()
+    assert "<h2 id=\"across-variants\">Across variants</h2>" in html
+    rows = _across_rows(html)
+    assert list(rows) == ["full", "gce", "ce", "mae"]  # complete first, then by mean
+    gce = _cells(rows["gce"])
+    # objective, mean, worst (value, variant), the 7 default variants, covered/total
+    assert gce[1] == ["94.0"] and gce[2] == ["91.5", "sym-0.4"]
+    assert gce[3] == ["96.5"] and gce[5] == ["91.5"] and gce[4] == ["–"]
+    assert gce[-1] == ["2/7"]
+    assert re.findall(r'<td[^>]*class="worst"[^>]*>([^<]*)</td>', rows["gce"]) == ["91.5"]
+    full = _cells(rows["full"])  # its worst is clean, the lowest mean (51.0)
+    assert full[2] == ["51.0", "clean"] and full[-1] == ["7/7"]
+    assert full[1] == ["54.0"]  # mean over the 7 per-variant means 51.0 … 57.0
+    submitted = client.get("/suites/noisy-labels/?variant=sym-0.4&kind=submitted")
+    assert list(_across_rows(submitted.content.decode())) == ["full", "ce"]
+    assert 'id="heatmap-data"' not in html  # noisy-labels declares no heatmap
+
+
+def test_suite_page_heatmap_and_across_variants_when_lower_is_better(client, monkeypatch):
+    with_fake_suite(monkeypatch)
+    html = client.get("/suites/fake-regression/?variant=out-0.4").content.decode()
+    heat = _json_script(html, "heatmap-data")
+    assert heat["objectives"] == ["huber", "mse"]  # out-0.4's table: RMSE 0.875 < 0.9
+    expected = [[sum(p[k] for p in values["out-0.4"]) / 2 for k in (0, 1)]
+                for values in (FAKE_HUBER, FAKE_MSE)]
+    assert [[round(x, 6) for x in row] for row in heat["z"]] == \
+        [[round(x, 6) for x in row] for row in expected]
+    assert heat["columns"] == ["RMSE", "MAE"] and heat["spec"]["better"] == "lower"
+    assert 'data-plot="heatmap"' in html
+    rows = _across_rows(html)
+    assert list(rows) == ["huber", "mse"]  # mean RMSE 0.725 < 0.867
+    assert _cells(rows["mse"])[2] == ["1.100", "out-0.2"]  # the largest RMSE is the worst
+    assert _cells(rows["huber"])[2] == ["0.875", "out-0.4"]
+    assert _cells(rows["huber"])[1] == ["0.725"]
 
 
 def test_suite_page_limits_rows_but_keeps_the_reference(client):

@@ -14,10 +14,16 @@ import io
 from typing import Any
 
 from harness.suite import MetricSpec, Suite
+from harness.tables import worst_variant
+
+ACROSS = ("across_mean", "across_worst", "across_worst_variant", "across_variants")
 
 
 def tables_csv(tables: list[dict]) -> str:
-    """Tidy CSV: one line per (variant, objective), plain numbers (fractions, not %)."""
+    """Tidy CSV: one line per (variant, objective), plain numbers (fractions, not %). With
+    several variants, each line also carries its objective's numbers across them (as the
+    suite summary): the mean of its per-variant means, the worst one and its variant, and
+    how many variants it has a result on."""
     out = io.StringIO()
     secondary = list(dict.fromkeys(m for t in tables for m in t["metrics"][1:]))
     fields = ["suite", "suite_version", "variant", "metric", "better", "unit", "objective",
@@ -25,10 +31,12 @@ def tables_csv(tables: list[dict]) -> str:
               "ci_high", "std", "iqm", "tied_with_best", "p_improvement", "p_ci_low",
               "p_ci_high", "improvement_vs_ref", "improvement_ci_low", "improvement_ci_high",
               "distinguishable", *secondary]
+    across = _across(tables) if len(tables) > 1 else None
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(fields)
+    writer.writerow(fields + list(ACROSS) if across is not None else fields)
     for t in tables:
         for r in t["rows"]:
+            extra = [] if across is None else list(across[r["objective"]])
             vs = r["vs_reference"] or {}
             spec = t["headline_spec"]
             writer.writerow(_csv_cell(x) for x in [
@@ -38,8 +46,25 @@ def tables_csv(tables: list[dict]) -> str:
                 r["mean"], r["ci_low"], r["ci_high"], r["std"], r["iqm"], r["tied_with_best"],
                 vs.get("prob_improvement"), vs.get("prob_ci_low"), vs.get("prob_ci_high"),
                 vs.get("mean_diff"), vs.get("diff_ci_low"), vs.get("diff_ci_high"),
-                vs.get("distinguishable"), *(r["secondary"].get(m) for m in secondary)])
+                vs.get("distinguishable"), *(r["secondary"].get(m) for m in secondary)]
+                + extra)
     return out.getvalue()
+
+
+def _across(tables: list[dict]) -> dict[str, tuple]:
+    """{objective: (mean, worst, worst variant, variants covered)} over ``tables``."""
+    higher = tables[0]["headline_spec"]["higher_is_better"]
+    means: dict[str, dict[str, float]] = {}
+    for t in tables:
+        for r in t["rows"]:
+            row = means.setdefault(r["objective"], {})
+            if r["seeds"] and r["mean"] is not None:
+                row[t["variant"]] = r["mean"]
+    out = {}
+    for label, m in means.items():
+        worst = worst_variant(m, higher) or (None, None)
+        out[label] = (sum(m.values()) / len(m) if m else None, worst[1], worst[0], len(m))
+    return out
 
 
 def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) -> str:

@@ -179,6 +179,22 @@ VERSION = obj({
     "created": {**STR, "format": "date-time"},
 })
 
+SUMMARY_ROW = obj({
+    "objective": {**STR, "description": "version label"},
+    "variants_covered": {**INT, "description": "default variants with an ok headline"},
+    "variants_total": INT,
+    "mean": {**NUM_OR_NULL, "description": "mean over the covered default variants of the "
+             "per-variant headline mean"},
+    "variant_means": mapping(NUM, "covered default variant → headline mean over ok seeds"),
+    "worst": {**NUM_OR_NULL, "description": "the worst per-variant headline mean by the "
+              "headline's direction (largest when lower is better); null when none covered"},
+    "worst_variant": nullable({**STR, "description": "the variant of worst"}),
+    "improvement": {**NUM_OR_NULL, "description": "mean paired improvement over the "
+                    "reference across covered variants (positive = better)"},
+    "normalized": {**NUM_OR_NULL, "description": "mean anchored headline (0 = worst anchor, "
+                   "1 = best)"},
+}, description="One objective version across a suite's default variants.", extra=True)
+
 OBJECTIVE = obj({
     "slug": STR,
     "name": STR,
@@ -205,7 +221,8 @@ PROFILE = obj({
     "versions": arr(ref("ObjectiveVersion"), "newest first"),
     "suites": arr(obj({"suite": STR, "suite_version": STR,
                        "rows": arr(ANY_OBJECT, "this objective's row in each variant's table"),
-                       "summary": arr(ANY_OBJECT, "headline relative to the reference")},
+                       "summary": arr(ref("SummaryRow"), "across the default variants: "
+                                      "relative to the reference, mean, worst variant")},
                       extra=True), "every suite with results"),
 }, {
     "code": {**nullable(STR), "description": "source of the newest version: absent unless "
@@ -258,6 +275,7 @@ COMPONENTS: dict[str, dict] = {
     "ObjectiveVersion": VERSION,
     "Objective": OBJECTIVE,
     "ObjectivePage": page_of("Objective", "objectives"),
+    "SummaryRow": SUMMARY_ROW,
     "ObjectiveProfile": PROFILE,
     "Result": RESULT,
     "ResultPage": page_of("Result", "results"),

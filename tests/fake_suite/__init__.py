@@ -4,8 +4,8 @@ It is the worked example of docs/adding-a-suite.md and exercises every part of t
 contract that the two real suites do not: a lower-is-better, non-percent headline
 (RMSE), a suite-specific hook with its own smoke test and a second, post-hoc hook, a
 curve against a non-epoch axis (RMSE against input noise σ), a reliability diagram, a
-scatter of two non-percent metrics, and a trainer using Adam. Nothing outside this
-folder names it.
+scatter of two non-percent metrics, a heatmap of its two errors, and a trainer using Adam.
+Nothing outside this folder names it.
 
 Task: linear regression y = x·w + ε on 8 features, with a share of the training targets
 replaced by outliers (the variant); the test targets are clean.
@@ -19,6 +19,7 @@ from harness.suite import (
     Anchors,
     Axis,
     CurveSpec,
+    HeatmapSpec,
     MetricSpec,
     ReliabilitySpec,
     Resources,
@@ -87,4 +88,5 @@ SUITE = Suite(
     variant_axis=VariantAxis("outliers", "outlier share"),
     train_info={"posthoc": bool},
     resources=Resources(base_seconds=60, seconds_per_member=5),
+    heatmap=HeatmapSpec(("rmse", "mae"), "test errors"),
 )

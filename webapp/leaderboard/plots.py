@@ -8,7 +8,8 @@ what the suite declared (``Suite.curves``, ``scatters``, ``reliability``, ``vari
 - curves: each stored per-seed curve against its own x axis (epochs, an ε grid, …), mean
   with a ±1 s.d. band;
 - scatter: per-seed pairs of two metrics;
-- reliability: a reliability diagram from three per-seed curves over confidence bins.
+- reliability: a reliability diagram from three per-seed curves over confidence bins;
+- heatmap: objectives × the metrics of ``Suite.heatmap``, the mean over seeds in one variant.
 """
 
 from __future__ import annotations
@@ -142,6 +143,35 @@ def strip_plot(table: dict, rows: list[dict]) -> dict:
                             "seeds": [int(k) for k in r["values"]],
                             "is_reference": r["is_reference"],
                             "tied_with_best": r["tied_with_best"]} for r in rows if r["seeds"]]}
+
+
+def heatmap(suite: Suite, rows: list[dict], table: dict) -> dict | None:
+    """Objectives × metrics of the suite's declared heatmap: for each of ``rows`` (the
+    page's visible rows, in table order) the mean over its ok seeds of each metric in
+    ``table`` (the drawn variant's table, whose rows carry the headline mean and every
+    other metric's mean), in the metric's stored unit; None where it has no value, and no
+    plot without a declaration or a value."""
+    spec = suite.heatmap
+    if spec is None:
+        return None
+    by_version = {r["version_id"]: r for r in table["rows"]}
+    z = []
+    for r in rows:
+        drawn = by_version.get(r["version_id"])
+        values = []
+        for m in spec.metrics:
+            x = None
+            if drawn is not None and drawn["seeds"]:
+                x = drawn["mean"] if m == suite.headline else drawn["secondary"].get(m)
+            values.append(x if is_number(x) else None)
+        z.append(values)
+    if not any(x is not None for values in z for x in values):
+        return None
+    specs = [suite.metric(m).to_json() for m in spec.metrics]
+    return {"label": spec.label, "variant": table["variant"], "spec": specs[0],
+            "metrics": specs, "columns": [m["short"] for m in specs],
+            "objectives": [r["objective"] for r in rows],
+            "is_reference": [r["is_reference"] for r in rows], "z": z}
 
 
 # --- per-seed metric pairs and the reliability diagram ----------------------------------

@@ -24,7 +24,7 @@ from django.db.models import Count
 from harness import stats
 from harness.registry import all_suites
 from harness.suite import Suite
-from harness.tables import CellRow, TableRow, variant_tables
+from harness.tables import CellRow, TableRow, variant_tables, worst_variant
 from webapp import storage
 from webapp.leaderboard import cache
 from webapp.leaderboard.lookup import KINDS, check_kind, suite_meta, suite_of, variant_of
@@ -134,7 +134,8 @@ def _build_home(suites: list[Suite], fps: dict[tuple[str, str], str]) -> dict:
             row = rows.setdefault((r["slug"], r["label"]), {
                 "objective": r["label"], "slug": r["slug"], "name": r["name"],
                 "is_builtin": r["is_builtin"], "cells": {}, "_scores": []})
-            row["cells"][s.name] = {k: x for k, x in r.items() if k != "by_variant"}
+            row["cells"][s.name] = {k: x for k, x in r.items()
+                                    if k not in ("by_variant", "variant_means")}
             if r["complete"] and r["by_variant"]:
                 row["_scores"].extend(v for v in r["by_variant"].values() if v is not None)
     for row in rows.values():
@@ -278,6 +279,7 @@ def _build_summary(suite: Suite) -> dict:
         covered = [x for x in defaults if mine.get(x)]
         means = {x: float(np.mean(list(mine[x].values()))) for x in covered}
         by_variant = {x: anchors.normalize(m) for x, m in means.items()}
+        worst = worst_variant(means, headline.higher_is_better) or (None, None)
         c = counts.get(v.pk, {})
         rows.append({
             "objective": labels[v.pk], "label": v.label, "name": v.objective.name,
@@ -289,7 +291,8 @@ def _build_summary(suite: Suite) -> dict:
             "failed": sum(n for s, n in c.items() if s not in (Cell.OK, Cell.DIVERGED)),
             "mean": float(np.mean(list(means.values()))) if means else None,
             "normalized": float(np.mean(list(by_variant.values()))) if by_variant else None,
-            "by_variant": by_variant,
+            "by_variant": by_variant, "variant_means": means,
+            "worst_variant": worst[0], "worst": worst[1],
             **relative(mine, ref_values, covered, headline.higher_is_better,
                        is_reference=ref is not None and v.pk == ref.pk),
         })

@@ -6,7 +6,9 @@
  * (headline across a variant family with CI bands), curves (each stored curve against its
  * own x axis, mean with a band, one legend entry per seed), scatter (per-seed metric
  * pairs), reliability (accuracy against confidence per bin), forest (paired improvements
- * per variant).
+ * per variant), heatmap (objectives × metrics of one variant: {objectives, columns,
+ * metrics: [spec], spec, z: [[mean or null]]}; one direction and unit for all columns, so
+ * the colour scale is oriented once: darker = better; null cells stay blank).
  *
  * Every value arrives in its metric's stored unit with the metric's spec ({unit,
  * decimals, better}); percents are drawn ×100, as the tables show them
@@ -245,6 +247,24 @@
               zeroline: true, zerolinecolor: "#1d232a", zerolinewidth: 1, gridcolor: "#eef1f4"},
       yaxis: {autorange: "reversed", automargin: true},
       legend: {orientation: "h", y: -0.2}}), CONFIG);
+  };
+
+  renderers.heatmap = function (el, d) {
+    var f = scale(d.spec), fmt = hoverFormat(d.spec);
+    var labels = d.objectives.map(function (o) { return d.metrics.map(function (m) { return esc(m.label); }); });
+    var lower = d.spec && d.spec.better === "lower";
+    // light = worse, dark = better, whichever way the metrics point
+    var colors = [[0, "#f7fbe9"], [0.5, "#7fc0b8"], [1, "#253494"]];
+    var trace = {type: "heatmap", x: d.columns.map(esc), y: d.objectives.map(esc),
+                 z: d.z.map(function (row) { return row.map(f); }), text: labels,
+                 colorscale: colors, reversescale: lower, hoverongaps: false, xgap: 1, ygap: 1,
+                 colorbar: {title: {text: (lower ? "lower" : "higher") + " is better" + unit(d.spec)}},
+                 hovertemplate: "%{y}<br>%{text}: %{z" + fmt + "}<extra></extra>"};
+    Plotly.newPlot(el, [trace], base({
+      height: Math.max(380, 28 * d.objectives.length + 110),
+      margin: {l: 150, r: 16, t: 16, b: 60},
+      xaxis: {side: "bottom", type: "category"},
+      yaxis: {autorange: "reversed", automargin: true, type: "category"}}), CONFIG);
   };
 
   function draw() {
