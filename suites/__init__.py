@@ -5,4 +5,5 @@ PACKAGES = (
     "suites.noisy_labels",
     "suites.certified",
     "suites.calibration",
+    "suites.tta",
 )

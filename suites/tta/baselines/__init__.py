@@ -1,0 +1,1 @@
+"""Reference test-time adaptation baselines for the TTA suite, one objective module per file."""
