@@ -136,7 +136,7 @@ def read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

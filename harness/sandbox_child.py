@@ -132,8 +132,12 @@ def _serve(workdir: Path, job: dict) -> None:
     from harness.lossproto import frame, nbytes, read_exact, rebuild, split, write_all
     from harness.objectives.loading import ObjectiveError, load_objective
 
-    def reply(header: dict, payload: list[bytes] = ()) -> None:
-        write_all(3, frame(header, payload))
+    def reply(header: dict, payload: list[bytes | memoryview] = ()) -> None:
+        # The header goes first and each part unjoined: an output too large to copy is
+        # still declared, and the trainer refuses it before reading a byte of it.
+        write_all(3, frame(header))
+        for part in payload:
+            write_all(3, part)
 
     try:
         objective = load_objective(str(workdir / job["objective_file"]), job["hyperparameters"])
@@ -206,7 +210,8 @@ def _apply(objective, bound: dict, header: dict, tensors: list, reply) -> None:
     except BaseException as exc:  # noqa: BLE001 - the hook's failure is its result
         reply(_error(f"{_text(exc)}\n{_traceback(exc, objective.path)}".rstrip(), exc))
         return
-    reply({"ok": True, "out": [array.dtype.str, list(array.shape)]}, [array.tobytes()])
+    reply({"ok": True, "out": [array.dtype.str, list(array.shape)]},
+          [memoryview(array.reshape(-1)).cast("B")])
 
 
 def _trace(objective, bound: dict, header: dict, reply) -> None:

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# Suite fixtures (source models, generated pools) are built once per test session, in a
+# directory of the session's own: never the user's cache, shared by the CLI subprocesses.
+if "HARNESS_FIXTURES" not in os.environ:
+    _FIXTURES = os.environ["HARNESS_FIXTURES"] = tempfile.mkdtemp(prefix="harness-fixtures-")
+
+    def pytest_sessionfinish(session, exitstatus):
+        shutil.rmtree(_FIXTURES, ignore_errors=True)
 
 
 def cli_environment(home: Path) -> dict[str, str]:

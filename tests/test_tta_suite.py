@@ -1,0 +1,230 @@
+"""The test-time adaptation suite end to end on digits-C: the prototype's findings hold,
+fixtures are built once and named in every record, every bad output is a typed failure
+with a clear message, and the sandbox serves both hooks with the same numbers."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from harness import fixtures
+from harness.objectives.loading import ObjectiveError, load_objective
+from harness.pipeline import InvalidOutput, TrainOutput
+from harness.registry import get_suite, pipeline
+from harness.sandbox import run_cells_sandboxed
+from tests.conftest import cli_environment
+
+SUITE = get_suite("tta")
+SEEDS = [0, 1, 2]
+
+
+def run(objective, variant="iid", seeds=SEEDS):
+    if isinstance(objective, str):
+        objective = load_objective(objective)
+    return SUITE.run_cells(objective, [variant], seeds)
+
+
+def module(tmp_path, name, source):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def metric(results, name):
+    assert all(r.status == "ok" for r in results), [(r.status, r.error) for r in results]
+    return np.array([r.metrics[name] for r in results])
+
+
+# --- what the prototype measured ----------------------------------------------------
+
+
+def test_tent_beats_the_source_model_on_iid_gaussian_noise_on_every_seed():
+    source = metric(run("source"), "error_gaussian_noise")
+    tent = metric(run("tent"), "error_gaussian_noise")
+    bn = metric(run("bn_stats"), "error_gaussian_noise")
+    assert (tent < source).all(), (tent, source)
+    assert abs(tent.mean() - bn.mean()) < 0.02  # TENT ≈ BN statistics at this scale
+
+
+def test_on_class_correlated_streams_bn_collapses_and_lame_is_best():
+    errors = {name: metric(run(name, "correlated"), "online_error")
+              for name in ("source", "bn_stats", "tent", "lame")}
+    assert (errors["bn_stats"] > errors["source"] + 0.2).all(), errors
+    assert (errors["tent"] > errors["source"] + 0.2).all(), errors
+    assert (errors["lame"] < errors["source"]).all(), errors
+    assert min(errors, key=lambda k: errors[k].mean()) == "lame"
+
+
+def test_small_batches_break_batch_statistics():
+    """Batches of 4: BN statistics lose their iid gain and fall below the source model."""
+    source = metric(run("source", "small-batch"), "online_error")
+    bn = metric(run("bn_stats", "small-batch"), "online_error")
+    bn_64 = metric(run("bn_stats", "iid"), "online_error")
+    assert (bn > source).all(), (bn, source)
+    assert (bn > bn_64 + 0.1).all(), (bn, bn_64)
+
+
+def test_every_metric_comes_from_the_judge_and_fits_its_definition():
+    results = run("tent", "gradual", seeds=[0])
+    r = results[0]
+    assert r.status == "ok"
+    assert {f"error_severity_{s}" for s in range(1, 6)} <= set(r.metrics)
+    # Severity 5 is harder than severity 1 for the same model.
+    assert r.metrics["error_severity_5"] > r.metrics["error_severity_1"]
+    errors = [r.metrics[f"error_{c}"] for c in
+              ("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur",
+               "motion_blur", "zoom_blur", "snow", "frost", "fog", "brightness", "contrast",
+               "elastic_transform", "pixelate", "jpeg_compression")]
+    assert all(0 <= e <= 1 for e in errors)
+    assert "heldout_error" not in r.metrics  # only the iid scenario streams them
+    assert r.metrics["updated"] == 1.0 and r.metrics["resets"] == 0
+    curve = r.curves["online_error_curve"]
+    assert len(curve) == len(r.curves["window_batches"]) <= 100
+    iid = run("source", "iid", seeds=[0])[0]
+    assert 0 <= iid.metrics["heldout_error"] <= 1
+
+
+# --- fixtures ------------------------------------------------------------------------
+
+
+def test_every_result_names_the_fixtures_it_started_from():
+    results = run("source", seeds=[0, 1])
+    keys = [r.info["fixtures"] for r in results]
+    assert keys[0]["pool"] == keys[1]["pool"]
+    assert keys[0]["source_model"] != keys[1]["source_model"]
+    assert all(re.fullmatch(r"[0-9a-f]{64}", k["source_model"]) for k in keys)
+    model = fixtures.load(SUITE, "source_model", 1)
+    assert not model.built and model.key == keys[1]["source_model"]
+
+
+def test_the_cli_builds_fixtures_once_and_reuses_them(tmp_path):
+    env = cli_environment(tmp_path / "home")
+    env["HARNESS_FIXTURES"] = str(tmp_path / "fixtures")
+    command = [sys.executable, "-m", "harness.cli", "run", "suite", "tta", "-o", "source",
+               "--variants", "iid", "--seeds", "2", "--force"]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "fixtures: 0 reused, 3 built" in first.stdout + first.stderr
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert "fixtures: 3 reused, 0 built" in second.stdout + second.stderr
+
+
+# --- bad input: each a typed failure with a clear message -----------------------------
+
+
+@pytest.mark.parametrize("body, words", [
+    ("return probs * float('nan')", "non-finite probabilities at batch 0"),
+    ("return probs - 0.5", "outside [0, 1] at batch 0"),
+    ("return probs * 0.5", "do not sum to 1 at batch 0"),
+    ("return probs[:, :5]", "must return probabilities of the batch's shape"),
+])
+def test_a_bad_adjust_output_fails_the_cell_as_invalid_output(tmp_path, body, words):
+    path = module(tmp_path, "bad_adjust", f"""
+        def tta_adjust(probs, features):
+            {body}
+    """)
+    results = run(load_objective(str(path)), seeds=[0, 1])
+    assert [r.status for r in results] == ["failed", "failed"]
+    assert {r.reason for r in results} == {"invalid-output"}
+    assert words in results[0].error
+
+
+def test_a_loss_that_is_not_finite_at_the_first_batch_fails(tmp_path):
+    path = module(tmp_path, "nan_loss", """
+        def tta_loss(logits):
+            return logits.sum() * float("nan")
+    """)
+    results = run(load_objective(str(path)), seeds=[0])
+    assert results[0].status == "failed" and results[0].reason == "invalid-output"
+    assert "not finite on the first batch" in results[0].error
+
+
+def test_a_loss_that_turns_non_finite_later_diverges_at_that_batch(tmp_path):
+    path = module(tmp_path, "late_nan", """
+        def tta_loss(logits, *, progress):
+            return -(logits.softmax(-1) * logits.log_softmax(-1)).sum(-1).mean() / (
+                progress < 0.1)
+    """)
+    results = run(load_objective(str(path)), "continual", seeds=[0])
+    r = results[0]
+    assert r.status == "diverged" and r.diverged_step is not None and r.diverged_step > 0
+
+
+def test_an_objective_asking_for_the_labels_is_refused_when_loaded(tmp_path):
+    path = module(tmp_path, "wants_labels", """
+        def tta_loss(logits, *, labels):
+            return logits.sum() * 0
+    """)
+    with pytest.raises(ObjectiveError, match="'labels' is not context this hook receives"):
+        load_objective(str(path))
+
+
+def test_an_unknown_step_option_fails_with_its_name(tmp_path):
+    path = module(tmp_path, "typo", """
+        MODEL = {"normalisation": "source"}
+        def tta_adjust(probs, features):
+            return probs
+    """)
+    r = run(load_objective(str(path)), seeds=[0])[0]
+    assert r.status == "failed" and "MODEL['normalisation'] is not an option" in r.error
+
+
+def test_a_classification_loss_is_not_a_test_time_objective(tmp_path, cli_env):
+    assert not SUITE.supports(load_objective("ce").hooks)
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "run", "suite", "tta", "-o",
+                          "ce", "--seeds", "1"], env=cli_env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode != 0
+    assert ("ce defines classification_loss, but the tta suite runs only objectives "
+            "defining tta_loss or tta_adjust") in out.stderr
+
+
+def test_the_judge_refuses_arrays_of_the_wrong_shape():
+    steps = pipeline(SUITE)
+    job = steps.prepare(SUITE, [SUITE.variant("iid")], [0])[0]
+    out = steps.train(SUITE, load_objective("source"), job.inputs, job.plan)
+    out.arrays["probs"] = out.arrays["probs"][:, :10]
+    with pytest.raises(InvalidOutput, match="probs"):
+        steps.judge(SUITE, job, out)
+    with pytest.raises(InvalidOutput, match="probs"):
+        steps.judge(SUITE, job, TrainOutput({}, {}))
+    out = steps.train(SUITE, load_objective("source"), job.inputs, job.plan)
+    out.arrays["diverged"] = np.array([len(job.plan["batches"])])
+    with pytest.raises(InvalidOutput, match="outside the stream"):
+        steps.judge(SUITE, job, out)
+    out.arrays["diverged"] = out.arrays["diverged"].astype(np.float32)
+    with pytest.raises(InvalidOutput, match="diverged: expected integer"):
+        steps.judge(SUITE, job, out)
+
+
+def test_the_trainer_never_receives_the_stream_labels():
+    steps = pipeline(SUITE)
+    job = steps.prepare(SUITE, [SUITE.variant("correlated")], [0, 1])[0]
+    labels = job.private.labels
+    for name, value in job.inputs.items():
+        assert value.dtype.kind == "f" or name == "where", name
+    # What the trainer may index with: pool rows and images, never a class.
+    assert job.inputs["where"].shape == (*labels.shape, 2)
+    assert not np.array_equal(job.inputs["where"][..., 1] % 10, labels)
+
+
+# --- the sandbox serves both hooks --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["tent", "lame", "eata"])
+def test_the_sandbox_gives_the_in_process_numbers(name):
+    from harness.registry import builtins
+
+    code = builtins()[name].path.read_text()
+    sandboxed = run_cells_sandboxed(SUITE, code, f"{name}.py", {}, ["iid"], [0, 1])
+    local = run(name, seeds=[0, 1])
+    for a, b in zip(sandboxed, local, strict=True):
+        assert a.status == b.status == "ok", (a.status, a.error)
+        assert a.metrics["online_error"] == pytest.approx(b.metrics["online_error"], abs=2e-3)
+        assert "sandbox" in a.info
