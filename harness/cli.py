@@ -158,7 +158,8 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     pending = sorted({v for _, _, g in groups for v in g.variants}, key=variants.index)
     if pending:
         try:
-            built = prepare_fixtures(suite, [suite.variant(v) for v in pending], seeds)
+            built = prepare_fixtures(suite, [suite.variant(v) for v in pending], seeds,
+                                     data_root=args.data_root, download=args.download)
         except FileNotFoundError as exc:  # a real dataset that is not there
             return _fail(str(exc))
         if built:

@@ -106,9 +106,13 @@ def key(suite: Suite, fixture: Fixture, seed: int | None,
 
 def load(suite: Suite, name: str, seed: int | None = None,
          config: Mapping[str, Any] | None = None, *, directory: Path | None = None,
-         ledger: Ledger = LEDGER) -> Built:
+         ledger: Ledger = LEDGER, where: Mapping[str, Any] | None = None) -> Built:
     """The fixture ``name`` of ``suite`` for ``seed``: from the cache if its entry checks
-    out, else built by its builder (``builder(config, seed) -> dict of arrays``) and stored."""
+    out, else built by its builder (``builder(config, seed) -> dict of arrays``) and stored.
+
+    ``where`` (e.g. ``{"data_root": …, "download": True}``) tells the builder where to find
+    or fetch its inputs; it reaches the builder's config but not the key: the same data read
+    from another folder builds the same fixture."""
     fixture = suite.fixture(name)
     k = key(suite, fixture, seed, config)
     folder = (directory or root()) / suite.name / fixture.name
@@ -125,7 +129,7 @@ def load(suite: Suite, name: str, seed: int | None = None,
         if (folder / f"{k}.json").exists() or (folder / f"{k}.npz").exists():
             ledger.rebuilt.append(k)
         start = time.perf_counter()
-        arrays = _build(fixture, {**fixture.config, **(config or {})}, seed)
+        arrays = _build(fixture, {**fixture.config, **(config or {}), **(where or {})}, seed)
         _write(folder, k, arrays, {"suite": suite.name, "version": suite.base_version,
                                    "fixture": fixture.name, "seed": seed,
                                    "config": {**fixture.config, **(config or {})}})

@@ -90,9 +90,11 @@ class Pipeline(ABC):
         return []
 
 
-def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int]) -> str:
+def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
+                     data_root: str | None = None, download: bool = False) -> str:
     """Build (or find) every fixture the cells need, once, before workers start: a summary
-    such as ``"6 reused, 0 built"`` ('' for a suite without fixtures)."""
+    such as ``"6 reused, 0 built"`` ('' for a suite without fixtures). ``data_root`` and
+    ``download`` reach the builders (where a real data set is), not the keys."""
     from harness import fixtures
     from harness.registry import pipeline
 
@@ -100,8 +102,9 @@ def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int]) ->
     if not needed:
         return ""
     ledger = fixtures.Ledger()
+    where = {"data_root": data_root, "download": download}
     for name, seed, config in needed:
-        fixtures.load(suite, name, seed, config, ledger=ledger)
+        fixtures.load(suite, name, seed, config, ledger=ledger, where=where)
     return ledger.summary()
 
 

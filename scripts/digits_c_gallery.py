@@ -3,7 +3,9 @@
 One row per corruption (the 15 benchmark ones, then the 4 held out), a column for the clean
 digits and one per severity, each cell showing the same few pool digits as the suite's
 fixture corrupts them (same seeds). Run: ``.venv/bin/python scripts/digits_c_gallery.py
-[OUT.png] [--digits N]``.
+[OUT.png] [--digits N]``. With ``--source-error``, print instead the source models' error
+(eval-mode BatchNorm, mean over seeds 0–4, from the suite's fixtures) on the whole pool per
+corruption and severity, as a Markdown table (the suite README's).
 """
 
 from __future__ import annotations
@@ -54,12 +56,48 @@ def gallery(digits: int = 3) -> Image.Image:
     return canvas
 
 
+def source_error(seeds: range = range(5)) -> str:
+    """Markdown: the source models' online-free error (%) per corruption and severity."""
+    import torch
+
+    from harness import fixtures
+    from harness.registry import get_suite
+    from suites.tta import model
+
+    suite = get_suite("tta")
+    images = fixtures.load(suite, "digits_c").arrays["images"]  # [19, 5, N, 64]
+    _, _, x, y = digits_split()
+    models = [{k: torch.from_numpy(v) for k, v in
+               fixtures.load(suite, "source_model", s).arrays.items()} for s in seeds]
+
+    def error(batch: np.ndarray) -> float:
+        with torch.no_grad():
+            wrong = [(model.forward("bn-mlp", p, torch.from_numpy(batch),
+                                    normalization="source")[0].argmax(1).numpy() != y).mean()
+                     for p in models]
+        return 100 * float(np.mean(wrong))
+
+    lines = [f"clean: {error(x):.1f}%", "",
+             "| corruption | " + " | ".join(f"s{s}" for s in range(1, 6)) + " |",
+             "|---|" + "---:|" * 5]
+    for c, name in enumerate(ALL):
+        row = [f"{error(images[c, j]):.1f}" for j in range(5)]
+        label = name + (" (held out)" if name in HELD_OUT else "")
+        lines.append(f"| {label} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", default=str(
         Path(__file__).resolve().parent.parent / "suites" / "tta" / "digits-c.png"))
     parser.add_argument("--digits", type=int, default=3)
+    parser.add_argument("--source-error", action="store_true",
+                        help="print the source models' error per corruption and severity")
     args = parser.parse_args(argv)
+    if args.source_error:
+        print(source_error())
+        return
     gallery(args.digits).save(args.out, optimize=True)
     print(args.out)
 

@@ -423,3 +423,50 @@ def test_import_is_cheap() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True,
                          capture_output=True, text=True)
     assert out.stdout.split() == ["False", "False", "False"]
+
+
+# --- the opt-in variant end to end, on fixture files in the released formats -------------
+
+
+def test_the_cifar10c_variant_runs_end_to_end_on_fixture_files(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    """CIFAR-10's pickles and CIFAR-10-C's .npy files under one data root: the harness
+    trains the BN-CNN source model as a fixture (once), streams the 15 corruptions at
+    severity 5 in the continual scenario and judges every cell."""
+    from harness.objectives.loading import load_objective
+    from harness.pipeline import prepare_fixtures
+    from harness.registry import get_suite, pipeline
+    from tests.test_real_data import make_cifar10
+
+    monkeypatch.setenv("HARNESS_FIXTURES", str(tmp_path / "fixtures"))
+    monkeypatch.setenv("HARNESS_DATA", str(tmp_path / "elsewhere"))  # --data-root must win
+    make_cifar10(tmp_path)
+    make_cifar10c(tmp_path, CIFAR10C_CORRUPTIONS, n=8)
+    suite = get_suite("tta")
+    variant = suite.variant("cifar10c")
+    assert prepare_fixtures(suite, [variant], [0], data_root=str(tmp_path)).startswith(
+        "0 reused, 1 built")
+    assert prepare_fixtures(suite, [variant], [0], data_root=str(tmp_path)).startswith(
+        "1 reused, 0 built")
+    steps = pipeline(suite)
+    job = steps.prepare(suite, [variant], [0], data_root=str(tmp_path))[0]
+    assert job.inputs["pool"].shape == (15, 8, 3, 32, 32)
+    assert job.plan["architecture"] == "bn-cnn" and job.plan["batch_size"] == 200
+    for name in ("source", "tent", "lame"):
+        out = steps.train(suite, load_objective(name), job.inputs, job.plan)
+        (r,) = steps.judge(suite, job, out)
+        assert r.status == "ok", (name, r.error)
+        assert 0 <= r.metrics["online_error"] <= 1
+        assert {f"error_{c}" for c in CIFAR10C_CORRUPTIONS} <= set(r.metrics)
+        assert r.info["fixtures"]["pool"] == "CIFAR-10-C (released files)"
+
+
+def test_the_cifar10c_variant_says_what_is_missing(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch):
+    from harness.pipeline import prepare_fixtures
+    from harness.registry import get_suite
+
+    monkeypatch.setenv("HARNESS_FIXTURES", str(tmp_path / "fixtures"))
+    suite = get_suite("tta")
+    with pytest.raises(FileNotFoundError, match="cifar-10|CIFAR-10"):
+        prepare_fixtures(suite, [suite.variant("cifar10c")], [0], data_root=str(tmp_path))

@@ -20,6 +20,7 @@ from harness.suite import (
     Axis,
     CurveSpec,
     Fixture,
+    HeatmapSpec,
     MetricSpec,
     Resources,
     Suite,
@@ -136,6 +137,8 @@ SUITE = Suite(
     reference="source",
     settings=SETTINGS,
     curves=CURVES,
+    heatmap=HeatmapSpec(tuple(f"error_{c}" for c in CORRUPTIONS),
+                        "online error per corruption (mean over seeds)"),
     fixtures=(
         Fixture("digits_c", "suites.tta.source:build_digits_c", {"pool": "digits-797"},
                 code=("suites.tta.corruptions",)),

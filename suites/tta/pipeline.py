@@ -47,8 +47,9 @@ class TestTimeAdaptation(Pipeline):
         for variant in variants:
             config = dict(variant.config)
             data = _data(suite, config, data_root, download)
-            models = [fixtures.load(suite, "source_model", s, data["model_config"])
-                      for s in seeds]
+            where = {"data_root": data_root, "download": download}
+            models = [fixtures.load(suite, "source_model", s, data["model_config"],
+                                    where=where) for s in seeds]
             made = [streams.build(config["scenario"], data["labels"],
                                   corruptions=len(CORRUPTIONS), heldout=len(HELD_OUT), seed=s,
                                   batch_size=int(config["batch_size"]),
@@ -259,7 +260,8 @@ def _data(suite: Suite, config: Mapping[str, Any], data_root: str | None,
     images, labels = load_cifar10c(root, CORRUPTIONS, severity, download=download)
     d = load_cifar10(root, download=download)
     rng = np.random.default_rng(0)
-    fisher = d.x_train[rng.choice(len(d.x_train), n_fisher, replace=False)]
+    fisher = d.x_train[rng.choice(len(d.x_train), min(n_fisher, len(d.x_train)),
+                                  replace=False)]
     return {"pool": images, "domain": {(c, severity): c for c in range(len(CORRUPTIONS))},
             "labels": labels, "clean": d.x_test, "clean_labels": d.y_test,
             "fisher_x": fisher, "architecture": "bn-cnn",
@@ -267,8 +269,10 @@ def _data(suite: Suite, config: Mapping[str, Any], data_root: str | None,
 
 
 def _model_config(config: Mapping[str, Any]) -> dict[str, Any] | None:
-    """What a variant adds to the source-model fixture's config (digits: nothing)."""
+    """What a variant adds to the source-model fixture's config (digits: nothing). The
+    CIFAR-10 model trains on a GPU when there is one; the device is part of the config, so
+    of the key, because a CPU-trained model is a different fixture."""
     if config["dataset"] == "digits":
         return None
     return {"dataset": "cifar10", "architecture": "bn-cnn", "epochs": 30, "lr": 1e-3,
-            "batch_size": 128}
+            "batch_size": 128, "device": "cuda" if torch.cuda.is_available() else "cpu"}
