@@ -56,3 +56,14 @@ def test_pages_smoke(tmp_path):
 def test_dispatch_smoke():
     out = _bench("dispatch.py", "--smoke")
     assert "worker path overhead" in out.stdout and "cells/min" in out.stdout
+
+
+def test_tta_smoke(tmp_path):
+    report = tmp_path / "report.json"
+    _bench("tta.py", "--smoke", "--json", str(report))
+    data = json.loads(report.read_text())
+    b, f = data["batching"], data["fixtures"]
+    assert b["same_predictions_per_seed_calls"] == 1.0  # batching changes no prediction
+    assert b["same_predictions_member_loop"] > 0.99
+    assert b["batched_s"] > 0 and b["per_seed_calls_s"] > 0 and b["member_loop_s"] > 0
+    assert f["cold"].startswith("0 reused, 3 built") and f["warm"] == "3 reused, 0 built"

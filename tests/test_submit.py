@@ -523,3 +523,29 @@ def test_a_classification_loss_runs_on_three_suites(client_a, settings,
     html = client_a.get(f"/runs/{submission.pk}/").content.decode()
     for name in three:
         assert f'href="/suites/{name}/"' in html
+
+
+# --- a suite that refuses the objective's hooks ------------------------------------------
+
+TENT = '''
+def tta_loss(logits):
+    logp = logits.log_softmax(-1)
+    return -(logp.exp() * logp).sum(-1)
+'''
+
+
+def test_a_classification_loss_ticked_for_tta_is_refused_with_what_tta_needs(client_a):
+    response = submit(client_a, suites=["noisy-labels", "tta"])
+    html = response.content.decode()
+    assert response.status_code == 200 and nothing_created()
+    assert ("tta: not supported by an objective defining classification_loss (tta needs "
+            "tta_loss or tta_adjust)") in html
+
+
+def test_no_suite_ticked_runs_the_suites_the_hooks_fit(client_a):
+    assert 'value="tta" checked' not in client_a.get("/submit/").content.decode()
+    submit(client_a, suites=[])
+    assert "tta" not in Submission.objects.get().suites
+    Submission.objects.all().delete()
+    submit(client_a, TENT, name="entropy", suites=[])
+    assert Submission.objects.get(version__objective__slug="entropy").suites == ["tta"]

@@ -76,7 +76,10 @@ class SubmissionForm(forms.Form):
                   "the rest keep the objective's defaults.")
     suites = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple,
-        help_text="Leave all unticked to run every suite the objective supports.")
+        help_text="Leave all unticked to run every suite the objective supports: a "
+                  "suite runs only objectives defining one of the hooks it lists (e.g. a "
+                  "classification_loss does not run on tta, which needs tta_loss or "
+                  "tta_adjust).")
     seeds = forms.IntegerField(min_value=1, max_value=10, initial=5,
                                help_text="Seeds per variant (1–10).")
 
@@ -84,7 +87,9 @@ class SubmissionForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["suites"].choices = _suite_choices()
-        self.fields["suites"].initial = [n for n, _ in self.fields["suites"].choices]
+        # None ticked = every suite the objective's hooks fit: no suite is ticked that would
+        # refuse it (a classification loss is not a test-time objective, and the reverse).
+        self.fields["suites"].initial = []
         self.fields["code_file"].widget.attrs["accept"] = ".py,text/x-python"
         self.warnings: list[str] = []
         self.objective: LoadedObjective | None = None

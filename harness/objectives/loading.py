@@ -303,7 +303,8 @@ def _no_hook_message(module: types.ModuleType) -> str:
     known = ", ".join(f"{h}{spec.summary.split(' ->')[0]}" for h, spec in hooks.items())
     msg = f"no known hook: define one of {known}"
     for n in names:
-        close = difflib.get_close_matches(n, list(hooks), n=1, cutoff=0.6)
+        # 0.75: a typo of a hook, not any name ending in "_loss" ("my_loss" ≠ "tta_loss")
+        close = difflib.get_close_matches(n, list(hooks), n=1, cutoff=0.75)
         if close:
             return msg + f" (found {n!r}: did you mean {close[0]!r}?)"
     if names:
