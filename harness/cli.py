@@ -309,8 +309,7 @@ def _print_tables(suite, variants, versions, args) -> int:
     tracks = suite.tracks or (None,)
     found, shown_columns = [], []
     for track in tracks:  # a table per variant and track, the reference in each
-        secondary = track.columns if track and track.columns else tuple(
-            m.name for m in suite.metrics if m.name != suite.headline)[:2]
+        secondary = track.columns if track and track.columns else suite.table_columns[:2]
         part = rows if track is None else [
             r for r in rows if r.track == track.name or r.objective == suite.reference]
         found.append(variant_tables(part, headline=headline.name,

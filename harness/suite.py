@@ -343,9 +343,18 @@ class Suite:
     tracks: tuple[Track, ...] = ()
     fixtures: tuple[Fixture, ...] = ()
     heatmap: HeatmapSpec | None = None
+    columns: tuple[str, ...] = ()  # beside the headline in tables; () = every metric
 
     def __post_init__(self) -> None:
         _check(self)
+
+    @property
+    def table_columns(self) -> tuple[str, ...]:
+        """The metrics a table shows beside the headline: the declared ``columns`` (the
+        tracks' when there are tracks), else every other metric."""
+        if self.tracks:
+            return tuple(dict.fromkeys(c for t in self.tracks for c in t.columns))
+        return self.columns or tuple(m.name for m in self.metrics if m.name != self.headline)
 
     # --- hooks ---
 
@@ -474,6 +483,13 @@ def _check(s: Suite) -> None:
                 fail(f"track {t.name!r} shows undeclared metric {c!r}")
     if len({t.name for t in s.tracks}) != len(s.tracks):
         fail("track names repeat")
+    for c in s.columns:
+        if c not in metric_names or c == s.headline:
+            fail(f"column {c!r} is not a declared metric other than the headline")
+    if s.columns and s.tracks:
+        fail("a suite with tracks declares its columns per track")
+    if len(set(s.columns)) != len(s.columns):
+        fail("columns repeat")
     if len({f.name for f in s.fixtures}) != len(s.fixtures):
         fail("fixture names repeat")
     for f in s.fixtures:

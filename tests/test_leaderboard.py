@@ -269,6 +269,24 @@ def test_heatmap_declaration_is_checked():
             replace(base, heatmap=spec)
 
 
+def test_table_columns_are_declared_metrics():
+    from dataclasses import replace
+
+    from harness.suite import SuiteError, Track
+
+    assert SUITE.table_columns == tuple(m.name for m in SUITE.metrics
+                                        if m.name != SUITE.headline)
+    assert replace(SUITE, columns=("noise_rate",)).table_columns == ("noise_rate",)
+    for columns, words in ((("nope",), "'nope' is not a declared metric"),
+                           (("test_acc",), "other than the headline"),
+                           (("noise_rate", "noise_rate"), "columns repeat")):
+        with pytest.raises(SuiteError, match=words):
+            replace(SUITE, columns=columns)
+    track = Track("all", "all", ("classification_loss",), ("noise_rate",))
+    with pytest.raises(SuiteError, match="per track"):
+        replace(SUITE, columns=("noise_rate",), tracks=(track,))
+
+
 def test_adding_a_submission_changes_nobody_elses_numbers(board):
     before = leaderboard.suite_summary(SUITE)
     home_before = leaderboard.home_table()

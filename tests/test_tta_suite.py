@@ -228,3 +228,45 @@ def test_the_sandbox_gives_the_in_process_numbers(name):
         assert a.status == b.status == "ok", (a.status, a.error)
         assert a.metrics["online_error"] == pytest.approx(b.metrics["online_error"], abs=2e-3)
         assert "sandbox" in a.info
+
+
+# --- the pages ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_suite_and_objective_pages_show_the_scenarios_own_numbers(client):
+    """Real cells of source and TENT on iid and gradual: the suite page's columns are
+    those with a value in the shown scenario (errors per severity only on gradual), the
+    heatmap has a column per corruption, the objective page draws the stream's error."""
+    import json as jsonlib
+
+    from webapp import storage
+    from webapp.models import ObjectiveVersion
+
+    for name in ("source", "tent"):
+        objective = load_objective(name)
+        version = storage.version_for(objective)
+        storage.store_results(version, SUITE, SUITE.run_cells(objective, ["iid", "gradual"],
+                                                              [0]), {"device": "cpu"})
+
+    def page(url):
+        response = client.get(url)
+        assert response.status_code == 200
+        return response.content.decode()
+
+    def headers(html):
+        table = html.split('id="variant-table"', 1)[1].split("</thead>", 1)[0]
+        return re.findall(r"<th[^>]*>([^<]*)", table)
+
+    gradual = headers(page("/suites/tta/?variant=gradual"))
+    assert "sev 1 (%)" in gradual and "sev 5 (%)" in gradual and "clean (%)" in gradual
+    assert not any(h.startswith("gauss") for h in gradual)  # per corruption: the heatmap
+    iid_html = page("/suites/tta/?variant=iid")
+    iid = headers(iid_html)
+    assert "held-out (%)" in iid and not any(h.startswith("sev ") for h in iid)
+    heat = jsonlib.loads(re.search(r'<script[^>]*id="heatmap-data"[^>]*>(.*?)</script>',
+                                   iid_html, re.S).group(1))
+    assert len(heat["columns"]) == 15 and heat["objectives"] == ["tent", "source"]
+    slug = ObjectiveVersion.objects.filter(objective__name="tent").get().objective.slug
+    objective_html = page(f"/objectives/{slug}/")
+    assert "online error along the stream" in objective_html

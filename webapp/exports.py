@@ -88,7 +88,10 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
              "\\centering", "\\small"]
     if len(tables) == 1:
         t = tables[0]
-        secondary = [suite.metric(m) for m in t["metrics"][1:]]
+        # the suite's table columns that have a value here (a paper's table, not a dump:
+        # the CSV has every metric)
+        secondary = [suite.metric(m) for m in suite.table_columns
+                     if any(r["secondary"].get(m) is not None for r in t["rows"])]
         cols = "l" + "r" * (4 + len(secondary))
         head = ["Objective", _tex(headline.short or headline.label), "Seeds", "Div.",
                 f"P(>{_tex(t['reference'])})",

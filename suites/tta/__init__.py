@@ -137,6 +137,9 @@ SUITE = Suite(
     reference="source",
     settings=SETTINGS,
     curves=CURVES,
+    # per corruption: the heatmap; per severity: the gradual scenario's own columns
+    columns=("clean_error", "heldout_error", *(f"error_severity_{s}" for s in SEVERITIES),
+             "resets", "updated"),
     heatmap=HeatmapSpec(tuple(f"error_{c}" for c in CORRUPTIONS),
                         "online error per corruption (mean over seeds)"),
     fixtures=(

@@ -60,10 +60,7 @@ def suite_meta(suite: Suite) -> dict:
 
 
 def _table_metrics(suite: Suite) -> list:
-    if not suite.tracks:
-        return [m for m in suite.metrics if m.name != suite.headline]
-    names = dict.fromkeys(c for t in suite.tracks for c in t.columns)
-    return [suite.metric(n) for n in names]
+    return [suite.metric(n) for n in suite.table_columns]
 
 
 def rounded(a: np.ndarray) -> list[float | None]:

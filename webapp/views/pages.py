@@ -28,6 +28,13 @@ def home(request: HttpRequest) -> HttpResponse:
         "board": board, "suite_choices": suite_names(), "kinds": leaderboard.KINDS})
 
 
+def with_values(specs: list[dict], rows: list[dict]) -> list[dict]:
+    """The columns some row has a value in (a scenario's own metrics, e.g. the errors per
+    severity of a gradual stream, are blank elsewhere)."""
+    return [m for m in specs
+            if any((r.get("secondary") or {}).get(m["name"]) is not None for r in rows)]
+
+
 def suite(request: HttpRequest, name: str) -> HttpResponse:
     kind = request.GET.get("kind") or "all"
     show = request.GET.get("show") if request.GET.get("show") in SHOW_CHOICES else "15"
@@ -41,7 +48,7 @@ def suite(request: HttpRequest, name: str) -> HttpResponse:
         **page, "rows": table["rows"], "kind": kind, "show": show, "kinds": leaderboard.KINDS,
         "show_choices": SHOW_CHOICES, "hidden": page["total_rows"] - len(table["rows"]),
         "filter_hidden": [("variant", page["variant"])],
-        "secondary": table["table_specs"],
+        "secondary": with_values(table["table_specs"], table["rows"]),
     })
 
 
@@ -56,7 +63,7 @@ def objective(request: HttpRequest, slug: str) -> HttpResponse:
         s["family"] = leaderboard.family_plot(
             s["series"], list(s["series"]["series"]), metric=s["headline_label"],
             spec=s["headline_spec"])
-        s["secondary"] = s["table_specs"]
+        s["secondary"] = with_values(s["table_specs"], s["rows"])
         s["curve_variant"] = next(iter(s["curves"]), None)
         s["multi_label"] = len({r["objective"] for r in s["rows"]}) > 1
     return render(request, "webapp/objective.html", {
