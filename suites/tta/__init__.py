@@ -94,7 +94,7 @@ METRICS = (
 
 CURVES = (
     CurveSpec("window_batches", "batch index", Axis("batch"), drawn=False),
-    CurveSpec("online_error_curve", "online error along the stream (per window of batches)",
+    CurveSpec("online_error_curve", "online error along the stream",
               Axis("batch"), unit="percent", decimals=1, x_values="window_batches"),
 )
 
