@@ -361,3 +361,33 @@ def test_importing_validate_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- the test-time adaptation hooks --------------------------------------------------
+
+
+@pytest.mark.parametrize("body, code, words", [
+    ("return probs.tolist()", "type", "returned list; it must return a tensor of "
+                                      "probabilities (an ordinary batch)"),
+    ("raise RuntimeError('no')", "exception", "tta_adjust raised RuntimeError: no"),
+    ("return probs[:, :3]", "shape", "returned shape [16, 3], not the batch's [16, 10]"),
+    ("return probs * float('nan')", "non-finite", "returned non-finite probabilities"),
+    ("return probs * 2", "range", "outside [0, 1]"),
+    ("return probs if len(probs) > 1 else probs * 0", "range", "do not sum to 1 (a batch of "
+                                                               "one sample)"),
+])
+def test_a_bad_tta_adjust_is_caught_before_it_runs(tmp_path, body, code, words):
+    check_error(write(tmp_path, f"""
+        def tta_adjust(probs, features):
+            {body}
+    """), code, words)
+
+
+def test_good_test_time_hooks_pass_and_a_bad_step_option_does_not(tmp_path):
+    for name in ("tent", "eata", "sar", "lame", "source"):
+        assert validate(name).ok, validate(name).format()
+    check_error(write(tmp_path, """
+        MODEL = {"sharpness": -1.0}
+        def tta_loss(logits):
+            return logits.logsumexp(-1)
+    """), "model", "MODEL['sharpness'] must be a finite number ≥ 0")

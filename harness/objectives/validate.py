@@ -137,6 +137,24 @@ def check_loss_hook(objective: Objective, hook: str, cases: list[SmokeCase], *, 
         return problems
 
 
+def call_for_tensor(fn: Callable, hook: str, case: str, what: str, *args: Any,
+                    **kwargs: Any) -> tuple[Any, list[Problem]]:
+    """``fn(*args, **kwargs)`` for a hook that returns a tensor (a post-hoc hook's
+    probabilities): ``(output, [])``, or ``(None, [the problem])`` when it raised or
+    returned something else, named with the smoke ``case``."""
+    import torch
+
+    try:
+        out = fn(*args, **kwargs)
+    except Exception as exc:
+        return None, [Problem("exception", "error",
+                              f"{hook} raised {type(exc).__name__}: {exc} ({case})")]
+    if not isinstance(out, torch.Tensor):
+        return None, [Problem("type", "error", f"{hook} returned {type(out).__name__}; it "
+                              f"must return a tensor of {what} ({case})")]
+    return out, []
+
+
 def classification_cases(wants_progress: bool) -> list[SmokeCase]:
     """A fixed batch of 8 logits over 10 classes, confident and all-zero logits, and the
     ends of training when the hook reads ``progress``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.objectives.loading import Objective
-from harness.objectives.validate import Problem
+from harness.objectives.validate import Problem, call_for_tensor
 
 CLASSES, VAL, TEST = 5, 64, 16
 
@@ -23,14 +23,10 @@ def check_posthoc_calibration(objective: Objective, hook: str) -> list[Problem]:
              ("a single test row", val, test[:1])]
     fn = objective.bind(hook)
     for name, v, t in cases:
-        try:
-            out = fn(v.clone(), targets.clone(), t.clone())  # it may fit with autograd
-        except Exception as exc:
-            return [Problem("exception", "error",
-                            f"{hook} raised {type(exc).__name__}: {exc} ({name})")]
-        if not isinstance(out, torch.Tensor):
-            return [Problem("type", "error", f"{hook} returned {type(out).__name__}; it must "
-                            f"return a tensor of test probabilities ({name})")]
+        out, problems = call_for_tensor(fn, hook, name, "test probabilities", v.clone(),
+                                        targets.clone(), t.clone())  # it may use autograd
+        if problems:
+            return problems
         why = problem(out.detach().cpu().numpy(), (len(t), CLASSES))
         if why:
             code = "shape" if "shape" in why else "non-finite" if "finite" in why else "range"

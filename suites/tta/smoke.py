@@ -10,7 +10,7 @@ to 1, including a batch of one sample. Both check the objective's ``MODEL`` step
 from __future__ import annotations
 
 from harness.objectives.loading import Objective
-from harness.objectives.validate import Problem, SmokeCase, check_loss_hook
+from harness.objectives.validate import Problem, SmokeCase, call_for_tensor, check_loss_hook
 
 CLASSES, FEATURES, PARAMS, BATCH = 10, 32, 48, 16
 
@@ -82,14 +82,10 @@ def check_tta_adjust(objective: Objective, hook: str) -> list[Problem]:
     fn = objective.bind(hook)
     for name, z, f in cases:
         probs = torch.softmax(z, -1)
-        try:
-            out = fn(probs.clone(), f.clone(), progress=0.5)
-        except Exception as exc:
-            return [Problem("exception", "error",
-                            f"{hook} raised {type(exc).__name__}: {exc} ({name})")]
-        if not isinstance(out, torch.Tensor):
-            return [Problem("type", "error", f"{hook} returned {type(out).__name__}; it must "
-                            f"return a tensor of probabilities ({name})")]
+        out, problems = call_for_tensor(fn, hook, name, "probabilities", probs.clone(),
+                                        f.clone(), progress=0.5)
+        if problems:
+            return problems
         if tuple(out.shape) != tuple(probs.shape):
             return [Problem("shape", "error", f"{hook} returned shape {list(out.shape)}, not "
                             f"the batch's {list(probs.shape)} ({name})")]
