@@ -66,4 +66,4 @@ def test_tta_smoke(tmp_path):
     assert b["same_predictions_per_seed_calls"] == 1.0  # batching changes no prediction
     assert b["same_predictions_member_loop"] > 0.99
     assert b["batched_s"] > 0 and b["per_seed_calls_s"] > 0 and b["member_loop_s"] > 0
-    assert f["cold"].startswith("0 reused, 3 built") and f["warm"] == "3 reused, 0 built"
+    assert f["cold"].startswith("0 reused, 2 built") and f["warm"] == "2 reused, 0 built"

@@ -103,13 +103,23 @@ def test_every_result_names_the_fixtures_it_started_from():
 
 
 def test_the_cli_builds_fixtures_once_and_reuses_them(tmp_path):
+    """A cache holding the digits-C pool (copied from this session's, so that it is not
+    built again here): the first run reuses it and builds two source models, the second
+    reuses all three."""
+    import shutil
+
+    pool = fixtures.load(SUITE, "digits_c")
+    folder = tmp_path / "fixtures" / SUITE.name / "digits_c"
+    folder.mkdir(parents=True)
+    for suffix in (".npz", ".json"):
+        shutil.copy(fixtures.root() / SUITE.name / "digits_c" / f"{pool.key}{suffix}", folder)
     env = cli_environment(tmp_path / "home")
     env["HARNESS_FIXTURES"] = str(tmp_path / "fixtures")
     command = [sys.executable, "-m", "harness.cli", "run", "suite", "tta", "-o", "source",
                "--variants", "iid", "--seeds", "2", "--force"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr
-    assert "fixtures: 0 reused, 3 built" in first.stdout + first.stderr
+    assert "fixtures: 1 reused, 2 built" in first.stdout + first.stderr
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr
     assert "fixtures: 3 reused, 0 built" in second.stdout + second.stderr
