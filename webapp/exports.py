@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.suite import MetricSpec, Suite
 from harness.tables import worst_variant
+from webapp.leaderboard.lookup import with_values
 
 ACROSS = ("across_mean", "across_worst", "across_worst_variant", "across_variants")
 
@@ -90,8 +91,7 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
         t = tables[0]
         # the suite's table columns that have a value here (a paper's table, not a dump:
         # the CSV has every metric)
-        secondary = [suite.metric(m) for m in suite.table_columns
-                     if any(r["secondary"].get(m) is not None for r in t["rows"])]
+        secondary = [suite.metric(m["name"]) for m in with_values(t["table_specs"], t["rows"])]
         cols = "l" + "r" * (4 + len(secondary))
         head = ["Objective", _tex(headline.short or headline.label), "Seeds", "Div.",
                 f"P(>{_tex(t['reference'])})",

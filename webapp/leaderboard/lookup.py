@@ -59,6 +59,13 @@ def suite_meta(suite: Suite) -> dict:
             "curve_specs": [c.to_json() for c in suite.curves]}
 
 
+def with_values(specs: list[dict], rows: list[dict]) -> list[dict]:
+    """The column specs (``table_specs``) some row has a value in: a scenario's own metrics,
+    e.g. the errors per severity of a gradual stream, are blank elsewhere."""
+    return [m for m in specs
+            if any((r.get("secondary") or {}).get(m["name"]) is not None for r in rows)]
+
+
 def _table_metrics(suite: Suite) -> list:
     return [suite.metric(n) for n in suite.table_columns]
 

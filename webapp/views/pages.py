@@ -13,6 +13,7 @@ from django.shortcuts import render
 from harness.registry import suite_names
 from webapp import exports, leaderboard
 from webapp.leaderboard import NotFound
+from webapp.leaderboard.lookup import with_values
 
 SHOW_CHOICES = ("15", "30", "all")
 
@@ -26,13 +27,6 @@ def home(request: HttpRequest) -> HttpResponse:
         return _not_found(request, exc)
     return render(request, "webapp/home.html", {
         "board": board, "suite_choices": suite_names(), "kinds": leaderboard.KINDS})
-
-
-def with_values(specs: list[dict], rows: list[dict]) -> list[dict]:
-    """The columns some row has a value in (a scenario's own metrics, e.g. the errors per
-    severity of a gradual stream, are blank elsewhere)."""
-    return [m for m in specs
-            if any((r.get("secondary") or {}).get(m["name"]) is not None for r in rows)]
 
 
 def suite(request: HttpRequest, name: str) -> HttpResponse:
