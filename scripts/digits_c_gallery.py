@@ -57,7 +57,7 @@ def gallery(digits: int = 3) -> Image.Image:
 
 
 def source_error(seeds: range = range(5)) -> str:
-    """Markdown: the source models' online-free error (%) per corruption and severity."""
+    """Markdown: the source models' error (%, no adaptation) per corruption and severity."""
     import torch
 
     from harness import fixtures
