@@ -8,6 +8,7 @@ trainer sends one frame to each member's server and reads one frame back:
                 "kwargs": {name: value}, "grad": [leaf, ...], "mutable": [leaf, ...]}
                payload: every leaf's bytes, in order (C order)
     value    = {"t": leaf} | {"v": number} | {"l": [value]} | {"tu": [value]}
+               | {"r": [[field, ...], [value, ...]]}  (a named tuple, e.g. an LMBatch)
                | {"fn": value}  (a callable taking no argument that returns the value)
     reply    = {"ok": true}, payload: the reduced loss (float64), then d loss / d leaf for
                every leaf in "grad" (its dtype and shape), then every "mutable" leaf's new
@@ -28,7 +29,10 @@ objective declares (its hooks, the context they ask for, its hyperparameters, it
 
 from __future__ import annotations
 
+import collections
+import functools
 import json
+import keyword
 import os
 import struct
 from collections.abc import Callable
@@ -104,7 +108,27 @@ def rebuild(value: Any, leaves: list[Any]) -> Any:
     if kind == "fn":
         made = rebuild(inner, leaves)
         return lambda: made
+    if kind == "r":
+        names, values = _record_parts(inner)
+        return record(names)(*(rebuild(v, leaves) for v in values))
     raise ProtocolError(f"unknown value kind {kind!r}")
+
+
+@functools.cache
+def record(names: tuple[str, ...]) -> type:
+    """The named tuple a ``{"r": [names, values]}`` value is rebuilt as: fields read by
+    name, as the trusted side's (e.g. an ``LMBatch``)."""
+    return collections.namedtuple("Record", names)
+
+
+def _record_parts(inner: Any) -> tuple[tuple[str, ...], list[Any]]:
+    if (not isinstance(inner, list) or len(inner) != 2 or not isinstance(inner[0], list)
+            or not isinstance(inner[1], list) or len(inner[0]) != len(inner[1])
+            or len(inner[0]) > 64 or len(set(inner[0])) != len(inner[0])
+            or not all(isinstance(n, str) and n.isidentifier() and not n.startswith("_")
+                       and not keyword.iskeyword(n) for n in inner[0])):
+        raise ProtocolError(f"malformed record {inner!r:.100}")
+    return tuple(inner[0]), inner[1]
 
 
 def flatten(value: Any, leaves: list[Any], is_leaf: Callable[[Any], bool]) -> Any:
@@ -117,6 +141,8 @@ def flatten(value: Any, leaves: list[Any], is_leaf: Callable[[Any], bool]) -> An
         return {"v": value}
     if isinstance(value, list):
         return {"l": [flatten(v, leaves, is_leaf) for v in value]}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple (LMBatch)
+        return {"r": [list(value._fields), [flatten(v, leaves, is_leaf) for v in value]]}
     if isinstance(value, tuple):
         return {"tu": [flatten(v, leaves, is_leaf) for v in value]}
     if callable(value):

@@ -499,8 +499,8 @@ class RemoteHook:
         # The rows go out in a secret order (autograd puts the gradients back in place), so
         # a server that reconstructs the public data order still cannot tell which row is
         # which sample. Per-member context (a memory, the parameters) keeps its order.
-        rows = args[0].shape[0]
-        perm = torch.from_numpy(self.servers.rows.permutation(rows)).to(args[0].device)
+        rows = _rows(args)
+        perm = torch.from_numpy(self.servers.rows.permutation(rows)).to(_device(args))
         args = tuple(_permuted(a, perm, rows) for a in args)
         written = {k: v for k, v in context.items() if k in spec.mutable}
         context = {k: v if k in spec.shared else _permuted(v, perm, rows)
@@ -542,7 +542,7 @@ def _tensors_only(kwargs: dict[str, Any]) -> bool:
     def ok(value: dict[str, Any]) -> bool:
         (kind, inner), = value.items()
         return (kind == "t" or kind in ("l", "tu") and all(ok(v) for v in inner)
-                or kind == "fn" and ok(inner))
+                or kind == "r" and all(ok(v) for v in inner[1]) or kind == "fn" and ok(inner))
 
     return all(ok(v) for v in kwargs.values())
 
@@ -552,10 +552,31 @@ def _spec(leaves: list[Tensor]) -> list[list[Any]]:
     return [[torch.empty(0, dtype=t.dtype).numpy().dtype.str, list(t.shape)] for t in leaves]
 
 
+def _device(args: tuple[Any, ...]) -> torch.device:
+    from torch.utils._pytree import tree_leaves
+
+    return next((t.device for t in tree_leaves(args) if isinstance(t, Tensor)),
+                torch.device("cpu"))
+
+
+def _rows(args: tuple[Any, ...]) -> int:
+    """The sample count of a call: the rows of its first tensor (in a named tuple too)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            return a.shape[0]
+        if isinstance(a, list | tuple):
+            found = _rows(tuple(a))
+            if found >= 0:
+                return found
+    return -1
+
+
 def _permuted(value: Any, perm: Tensor, rows: int) -> Any:
     """``value`` with the rows of every per-sample tensor in it reordered by ``perm``."""
     if isinstance(value, Tensor):
         return value[perm] if value.dim() and value.shape[0] == rows else value
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
+        return type(value)(*(_permuted(v, perm, rows) for v in value))
     if isinstance(value, list | tuple):
         return type(value)(_permuted(v, perm, rows) for v in value)
     if callable(value):

@@ -6,4 +6,6 @@ PACKAGES = (
     "suites.certified",
     "suites.calibration",
     "suites.tta",
+    "suites.unlearning_tofu",
+    "suites.unlearning_muse",
 )

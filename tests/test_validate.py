@@ -332,7 +332,9 @@ def test_format_error_block(tmp_path):
 @pytest.mark.parametrize("name", list(registry.builtins()))
 def test_builtins_validate_without_problems(name):
     report = validate(name)
-    assert report.ok and report.problems == [], report.format()
+    # The unlearning suites' reference row leaves the target untouched on purpose.
+    allowed = {"target": {"no-update"}}.get(name, set())
+    assert report.ok and {p.code for p in report.problems} == allowed, report.format()
     assert report.objective is not None and report.objective.origin == "builtin"
 
 

@@ -215,6 +215,8 @@ def _with_grad(value: Any, leaves: list[Any]) -> Any:
             leaves.append(leaf)
             return leaf
         return value
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple (LMBatch)
+        return type(value)(*(_with_grad(v, leaves) for v in value))
     if isinstance(value, tuple):
         return tuple(_with_grad(v, leaves) for v in value)
     if isinstance(value, list):

@@ -1,0 +1,1 @@
+"""Shared code of the unlearning suites (unlearning-tofu, unlearning-muse)."""

@@ -1,0 +1,233 @@
+"""The judge's evaluation of one model: TOFU's and MUSE's numbers from its parameters.
+
+The evaluation splits (:class:`Splits`) hold everything the objective never sees: the
+paraphrased and perturbed answers, the retained authors' evaluation questions, the world
+facts, the known entities, the holdout passages. :func:`tofu` and :func:`muse` compute
+one model's metrics with :mod:`suites.unlearning.metrics` (the formulas and their sources).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from suites.unlearning import corpus as cp
+from suites.unlearning import metrics as mt
+from suites.unlearning import tokenizer as tk
+from suites.unlearning.data import Encoded, encode_passages, encode_qa, prompt_ids
+from suites.unlearning.decode import generate
+from suites.unlearning.lm import score
+
+FQ_FLOOR, FQ_GOAL = 1e-30, 0.05  # the score's forget-quality scale (log10): 0 → 1
+PROMPT_TOKENS = 32  # of a passage, before the continuation VerbMem compares
+MIN_K = 0.4
+
+
+@dataclass
+class QASplit:
+    """One QA evaluation split: the answers, the base answers of the truth ratio (the
+    paraphrase for authors, the answer itself for facts) and K perturbed answers each."""
+
+    questions: list[str]
+    answers: list[str]
+    answer: Encoded
+    base: Encoded
+    perturbed: Encoded  # [N·K] item-major
+    k: int
+    prompts: list[list[int]]
+
+    @classmethod
+    def of(cls, tokenizer: object, items: list[cp.QA], base: str) -> QASplit:
+        qs = [q.question for q in items]
+        answers = [q.answer for q in items]
+        bases = [getattr(q, base) for q in items]
+        k = len(items[0].perturbed_answers)
+        pert_q = [q.question for q in items for _ in range(k)]
+        pert_a = [a for q in items for a in q.perturbed_answers]
+        return cls(qs, answers, encode_qa(tokenizer, qs, answers),
+                   encode_qa(tokenizer, qs, bases), encode_qa(tokenizer, pert_q, pert_a), k,
+                   [prompt_ids(tokenizer, q) for q in qs])
+
+
+@dataclass
+class Passages:
+    """Passages split into a prompt and the continuation VerbMem compares against."""
+
+    full: Encoded
+    prompts: list[list[int]]
+    continuations: list[str]
+
+
+def passages(tokenizer: object, texts: list[str]) -> Passages:
+    prompts, rest = [], []
+    for t in texts:
+        ids = tk.encode(tokenizer, t)
+        prompts.append([tk.BOS, *ids[:PROMPT_TOKENS]])
+        rest.append(tk.decode(tokenizer, ids[PROMPT_TOKENS:PROMPT_TOKENS + 128]))
+    return Passages(encode_passages(tokenizer, texts), prompts, rest)
+
+
+@dataclass
+class Splits:
+    benchmark: str
+    tokenizer: object
+    forget: QASplit
+    retain: QASplit
+    wf: QASplit
+    ke: QASplit
+    forget_passages: Passages | None = None
+    holdout_passages: Passages | None = None
+    relearn: Encoded | None = None  # the attack's forget QA
+    held_back: QASplit | None = None  # the other forget QA, measured after the attack
+    max_new_tokens: int = 32
+    cache: dict[str, object] = field(default_factory=dict)
+
+
+def splits(benchmark: str, corpus: cp.Corpus, tokenizer: object, forget: int,
+           relearn_attributes: int, max_new_tokens: int) -> Splits:
+    forget_ids = corpus.forget_splits[forget]
+    forget_qa = list(corpus.qa_of(forget_ids))
+    attributes = list(dict.fromkeys(q.attribute for q in forget_qa))[:relearn_attributes]
+    attack = [q for q in forget_qa if q.attribute in attributes]
+    rest = [q for q in forget_qa if q.attribute not in attributes]
+    s = Splits(benchmark, tokenizer,
+               QASplit.of(tokenizer, forget_qa, "paraphrased_answer"),
+               QASplit.of(tokenizer, list(corpus.qa_of(corpus.retain_eval[forget])),
+                          "paraphrased_answer"),
+               QASplit.of(tokenizer, list(corpus.world_facts), "answer"),
+               QASplit.of(tokenizer, list(corpus.known_entities), "answer"),
+               relearn=encode_qa(tokenizer, [q.question for q in attack],
+                                 [q.answer for q in attack]),
+               held_back=QASplit.of(tokenizer, rest, "paraphrased_answer"),
+               max_new_tokens=max_new_tokens)
+    if benchmark == "muse":
+        s.forget_passages = passages(tokenizer, [p.text for p in corpus.passages_of(forget_ids)])
+        s.holdout_passages = passages(tokenizer, [p.text for p in
+                                                  corpus.passages_of(corpus.holdout)])
+    return s
+
+
+def _answers(model: nn.Module, params: Mapping[str, Tensor], s: Splits,
+             split: QASplit) -> list[str]:
+    return [tk.decode(s.tokenizer, g)
+            for g in generate(model, params, split.prompts, s.max_new_tokens)]
+
+
+def truth_ratios(model: nn.Module, params: Mapping[str, Tensor], split: QASplit) -> np.ndarray:
+    base = score(model, params, split.base).normalized
+    pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
+    return mt.truth_ratios(pert, base)
+
+
+def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
+         generate_answers: bool = True) -> tuple[dict[str, float], np.ndarray]:
+    """TOFU's numbers of one model, and its per-question forget truth ratios (for the KS
+    test against the retain model's). Without ``generate_answers`` the ROUGE numbers (and
+    the utility, which needs them) are left out: the cheap trajectory points."""
+    out: dict[str, float] = {}
+    f = score(model, params, s.forget.answer)
+    r_forget = truth_ratios(model, params, s.forget)
+    out["forget_prob"] = float(mt.probability(f.normalized))
+    out["forget_truth_ratio"] = float(mt.truth_ratio_forget(r_forget))
+    out["extraction_strength"] = float(np.mean([
+        mt.extraction_strength(p, t) for p, t in zip(f.predicted, f.target, strict=True)]))
+    for key, split in (("retain", s.retain), ("wf", s.wf), ("ke", s.ke)):
+        a = score(model, params, split.answer).normalized
+        if key == "retain":
+            out[f"{key}_prob"] = float(mt.probability(a))
+        else:
+            pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
+            out[f"{key}_prob"] = float(mt.probability_with_options(a, pert))
+        out[f"{key}_truth_ratio"] = float(mt.truth_ratio_true_better(
+            truth_ratios(model, params, split)))
+    if generate_answers:
+        out["forget_rouge"] = float(np.mean(mt.rouge_l_recall(
+            s.forget.answers, _answers(model, params, s, s.forget))))
+        for key, split in (("retain", s.retain), ("wf", s.wf), ("ke", s.ke)):
+            out[f"{key}_rouge"] = float(np.mean(mt.rouge_l_recall(
+                split.answers, _answers(model, params, s, split))))
+        out["model_utility"] = float(mt.model_utility(
+            [out[f"{k}_{w}"] for k in ("retain", "wf", "ke")
+             for w in ("prob", "rouge", "truth_ratio")]))
+    return out, r_forget
+
+
+def mink_scores(model: nn.Module, params: Mapping[str, Tensor], p: Passages) -> np.ndarray:
+    sc = score(model, params, p.full)
+    return np.array([mt.min_k_score(t, k=MIN_K) for t in sc.token_logprobs])
+
+
+def muse(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> dict[str, float]:
+    """MUSE's numbers of one model (×100 ROUGE-L F1), and its Min-40% membership AUC,
+    forget passages against holdout passages."""
+    assert s.forget_passages is not None and s.holdout_passages is not None
+    gens = [tk.decode(s.tokenizer, g) for g in generate(
+        model, params, s.forget_passages.prompts, 128)]
+    out = {"verbmem_forget": float(np.mean(mt.rouge_l_f1(s.forget_passages.continuations,
+                                                         gens)) * 100),
+           "knowmem_forget": float(np.mean(mt.rouge_l_f1(
+               s.forget.answers, _answers(model, params, s, s.forget))) * 100),
+           "knowmem_retain": float(np.mean(mt.rouge_l_f1(
+               s.retain.answers, _answers(model, params, s, s.retain))) * 100)}
+    # The membership AUC: P(a forget passage looks more familiar than a holdout one), i.e.
+    # 1 − muse_bench's AUC, so that PrivLeak ≫ 0 means "still remembers" (open-unlearning's
+    # sign; muse_bench's has the opposite one).
+    out["auc"] = 1.0 - float(mt.mia_auc(mink_scores(model, params, s.forget_passages),
+                                        mink_scores(model, params, s.holdout_passages)))
+    return out
+
+
+def relearn(model: nn.Module, params: Mapping[str, Tensor], attack: Encoded, *, steps: int,
+            lr: float) -> dict[str, Tensor]:
+    """The relearning attack: ``steps`` full-batch AdamW steps on the attack QA (the NLL of
+    their answers), from the unlearned parameters. Deterministic: no sampling."""
+    from suites.unlearning.model import forward
+
+    p = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
+    opt = torch.optim.AdamW(p.values(), lr=lr, weight_decay=0.0)
+    ids = torch.from_numpy(attack.input_ids)
+    labels = torch.from_numpy(attack.labels)
+    mask = torch.from_numpy(attack.mask) > 0
+    for _ in range(steps):
+        logits = forward(model, p, ids, (ids != tk.PAD).long()).logits
+        loss = nn.functional.cross_entropy(logits[mask], labels[mask])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return {k: v.detach() for k, v in p.items()}
+
+
+def held_back_prob(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> float:
+    assert s.held_back is not None
+    return float(mt.probability(score(model, params, s.held_back.answer).normalized))
+
+
+def held_back_knowmem(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> float:
+    assert s.held_back is not None
+    return float(np.mean(mt.rouge_l_f1(s.held_back.answers,
+                                       _answers(model, params, s, s.held_back))) * 100)
+
+
+def tofu_score(utility: float, target_utility: float, fq: float) -> float:
+    """``u·(1 + q)/2`` (see the suite's ``score`` metric)."""
+    u = float(np.clip(utility / target_utility, 0.0, 1.0)) if target_utility > 0 else 0.0
+    q = float(np.clip((np.log10(max(fq, 1e-300)) - np.log10(FQ_FLOOR))
+                      / (np.log10(FQ_GOAL) - np.log10(FQ_FLOOR)), 0.0, 1.0))
+    return u * (1 + q) / 2
+
+
+def muse_score(m: Mapping[str, float], target: Mapping[str, float],
+               retain: Mapping[str, float]) -> float:
+    """``u·(1 + q)/2`` with u = KnowMem on retain relative to the target, q = the mean
+    share of the way from the target to the retain model on VerbMem and KnowMem (forget)."""
+    shares = []
+    for key in ("verbmem_forget", "knowmem_forget"):
+        gap = target[key] - retain[key]
+        shares.append(float(np.clip((target[key] - m[key]) / gap, 0, 1)) if gap > 0 else 0.0)
+    u = (float(np.clip(m["knowmem_retain"] / target["knowmem_retain"], 0, 1))
+         if target["knowmem_retain"] > 0 else 0.0)
+    return u * (1 + float(np.mean(shares))) / 2

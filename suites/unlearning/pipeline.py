@@ -1,0 +1,407 @@
+"""prepare → train → judge for both unlearning suites (``settings["benchmark"]``).
+
+One job per variant, every seed a member. ``prepare`` (trusted) loads each seed's target
+and retain models (cached fixtures) and encodes the forget set (TOFU: the forget authors'
+QA; MUSE: their bio passages), the retain set the regularisers draw from, and the forget
+questions relabelled with "I don't know" answers. ``train`` unlearns every member from its
+target with the objective's ``unlearning_loss`` (seed-batched, :func:`train_members`) and
+returns each epoch's parameters. ``judge`` recomputes every metric from those parameters:
+the evaluation answers, the retain models and the holdout never reach the trainer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from harness import fixtures, seeding
+from harness.objectives.loading import Objective
+from harness.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
+from harness.suite import CellResult, Suite, Variant
+from harness.train import ObjectiveRuntimeError, Paired, Shuffled, TrainConfig, train_members
+from suites.unlearning import evaluate as ev
+from suites.unlearning import metrics as mt
+from suites.unlearning import tokenizer as tk
+from suites.unlearning.batch import lm_batch
+from suites.unlearning.data import Encoded, encode_qa
+from suites.unlearning.fixtures import corpus, model_config, params_of, tokenizer
+from suites.unlearning.model import TinyLM, forward
+from suites.unlearning.spec import FIXTURE_TRAINING, MODEL
+
+HOOK = "unlearning_loss"
+FIELDS = ("input_ids", "labels", "mask")
+
+
+@dataclass
+class Private:
+    """The judge's alone: evaluation splits, retain models, what the target scored."""
+
+    splits: ev.Splits
+    retain: list[dict[str, Tensor]]
+    replicas: list[dict[str, Tensor]]
+    targets: list[dict[str, Tensor]]
+    fixtures: list[dict[str, str]]
+    evaluated: dict[tuple[str, int], Any] = field(default_factory=dict)  # memo per seed
+
+
+def _fixture_config() -> dict[str, Any]:
+    return {**MODEL, **FIXTURE_TRAINING}
+
+
+class Unlearning(Pipeline):
+    def fixtures(self, suite: Suite, variants: list[Variant],
+                 seeds: list[int]) -> list[tuple[str, int | None, dict[str, Any] | None]]:
+        needed: list[tuple[str, int | None, dict[str, Any] | None]] = []
+        for variant in variants:
+            f = int(variant.config["forget"])
+            entries: list[tuple[str, int | None, dict[str, Any] | None]] = [
+                ("target", s, None) for s in seeds]
+            entries += [("retain", s, {"forget": f}) for s in seeds]
+            if suite.settings["benchmark"] == "tofu":
+                entries += [("retain", None, {"forget": f, "replica": k})
+                            for k in range(int(suite.settings["replicas"]))]
+            needed += [e for e in entries if e not in needed]
+        return needed
+
+    def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
+                data_root: str | None = None, download: bool = False) -> list[Job]:
+        benchmark = suite.settings["benchmark"]
+        c, tok = corpus(0), tokenizer(0)
+        jobs = []
+        for variant in variants:
+            f = int(variant.config["forget"])
+            targets = [fixtures.load(suite, "target", s) for s in seeds]
+            retains = [fixtures.load(suite, "retain", s, {"forget": f}) for s in seeds]
+            replicas = ([fixtures.load(suite, "retain", None, {"forget": f, "replica": k})
+                         for k in range(int(suite.settings["replicas"]))]
+                        if benchmark == "tofu" else [])
+            forget_ids = c.forget_splits[f]
+            forget_set, idk = _forget_set(benchmark, c, tok, forget_ids)
+            retain_entities = [e.id for e in c.entities
+                               if e.id not in c.holdout and e.id not in set(forget_ids)]
+            retain_set = _retain_set(benchmark, c, tok, retain_entities)
+            target_params = [params_of(t.arrays) for t in targets]
+            width = int(MODEL["d_model"])
+            controls = np.stack([_control_vector(s, width) for s in seeds])
+            inputs = {**forget_set.arrays("forget"), **retain_set.arrays("retain"),
+                      **idk.arrays("idk"), "control_vector": controls,
+                      **{f"target.{k}": np.stack([p[k].numpy() for p in target_params])
+                         for k in target_params[0]}}
+            plan = {"seeds": list(seeds), "model": model_config(_fixture_config()).to_json(),
+                    "benchmark": benchmark}
+            splits = ev.splits(benchmark, c, tok, f, int(suite.settings["relearn_attributes"]),
+                               int(suite.settings["max_new_tokens"]))
+            keys = [{"target": t.key, "retain": r.key} for t, r in zip(targets, retains,
+                                                                       strict=True)]
+            private = Private(splits, [params_of(r.arrays) for r in retains],
+                              [params_of(r.arrays) for r in replicas], target_params, keys)
+            jobs.append(Job([(variant.name, s) for s in seeds], inputs, plan, private))
+        return jobs
+
+    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+              plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
+              progress: Callable[[float], None] | None = None) -> TrainOutput:
+        if HOOK not in objective.hooks:
+            raise ObjectiveRuntimeError(f"{objective.name} defines no {HOOK}: this suite "
+                                        f"runs only unlearning objectives")
+        hook = objective.bind(HOOK)
+        model = TinyLM(_lm_config(plan["model"]))
+        layer = _hidden_layer(objective, int(plan["model"]["layers"]),
+                              int(suite.settings["hidden_layer"]))
+        seeds = [int(s) for s in plan["seeds"]]
+        t = lambda k: torch.from_numpy(np.ascontiguousarray(inputs[k]))  # noqa: E731
+        start = {k.removeprefix("target."): t(k) for k in inputs if k.startswith("target.")}
+        config = TrainConfig.from_settings(suite.settings)
+        forget = Shuffled(seeds, config.batch_size, config.epochs,
+                          shared={**{f: t(f"forget.{f}") for f in FIELDS},
+                                  **{f"idk_{f}": t(f"idk.{f}") for f in FIELDS}})
+        retain_n = len(inputs["retain.input_ids"])
+        retain_epochs = Paired.epochs_needed(forget.steps_per_epoch, config.epochs,
+                                             -(-retain_n // config.batch_size))
+        retain = Shuffled(seeds, config.batch_size, retain_epochs,
+                          shared={f: t(f"retain.{f}") for f in FIELDS}, stream=("retain",))
+        batches = _WithConstants(Paired(forget, retain, ("forget", "retain")),
+                                 {"ref": start, "control_vector": t("control_vector")})
+        member_loss = _member_loss(model, hook, set(getattr(hook, "context", ()) or ()), layer)
+        trained = train_members(member_loss, start, batches, config, mode=mode, device=device,
+                                cells_done=progress, keep_epoch_params=True)
+        arrays = {f"params.{k}": v.numpy() for k, v in trained.epoch_params.items()}
+        arrays["loss_curve"] = trained.loss_curve.numpy().astype(np.float64)
+        arrays["diverged"] = np.array([-1 if d is None else d for d in trained.diverged_step],
+                                      np.int64)
+        return TrainOutput(arrays, {"mode": trained.mode, "wall_time": trained.wall_time,
+                                    "fallback_reason": trained.fallback_reason,
+                                    "options": {"hidden_layer": layer}})
+
+    def judge(self, suite: Suite, job: Job, output: TrainOutput, *,
+              device: str = "cpu") -> list[CellResult]:
+        p: Private = job.private
+        s = suite.settings
+        model = TinyLM(_lm_config(job.plan["model"]))
+        epochs = int(s["epochs"])
+        members = len(job.members)
+        shapes = {k: tuple(v.shape) for k, v in p.targets[0].items()}
+        params = {k: _array(output.arrays, f"params.{k}", (epochs, members, *shape))
+                  for k, shape in shapes.items()}
+        diverged = output.arrays.get("diverged")
+        if not isinstance(diverged, np.ndarray) or diverged.shape != (members,):
+            raise InvalidOutput("diverged: expected one step per member")
+        loss = _array(output.arrays, "loss_curve", (members, epochs), finite=False)
+        per_cell = float(output.info.get("wall_time") or 0.0) / members
+        info = {"mode": str(output.info.get("mode", "")), "members_batched": members,
+                "fallback_reason": output.info.get("fallback_reason"),
+                "options": output.info.get("options")}
+        results = []
+        for i, (variant, seed) in enumerate(job.members):
+            cell = {**info, "fixtures": p.fixtures[i]}
+            if int(diverged[i]) >= 0:
+                results.append(CellResult(variant, seed, "diverged",
+                                          diverged_step=int(diverged[i]), wall_time=per_cell,
+                                          info=cell))
+                continue
+            trajectory = [{k: torch.from_numpy(np.ascontiguousarray(v[e, i]))
+                           for k, v in params.items()} for e in range(epochs)]
+            if not all(torch.isfinite(x).all() for x in trajectory[-1].values()):
+                raise InvalidOutput("non-finite parameters after unlearning")
+            judge = _tofu_member if s["benchmark"] == "tofu" else _muse_member
+            metrics, curves = judge(model, p, i, trajectory, s)
+            curves["train_loss"] = [float(x) for x in loss[i]]
+            results.append(CellResult(variant, seed, "ok", metrics, curves,
+                                      wall_time=per_cell, info=cell))
+        return results
+
+
+# --- training -------------------------------------------------------------------------
+
+
+class _WithConstants:
+    """A sampler whose batches also carry per-member constants (the reference model's
+    parameters, the control vector), so that the vmapped member loss sees its own; and
+    whose sequences are cut to the batch's longest (trailing padding computes nothing)."""
+
+    def __init__(self, inner: Paired, constants: dict[str, Any]) -> None:
+        self.inner, self.constants = inner, constants
+        self.members, self.size = inner.members, inner.size
+        self.steps_per_epoch = inner.steps_per_epoch
+
+    def to(self, device: str) -> _WithConstants:
+        self.inner = self.inner.to(device)
+        self.constants = {k: ({n: t.to(device) for n, t in v.items()} if isinstance(v, dict)
+                              else v.to(device)) for k, v in self.constants.items()}
+        return self
+
+    def batch(self, epoch: int, step: int) -> dict[str, Any]:
+        out = self.inner.batch(epoch, step)
+        for name in ("forget", "retain"):
+            out[name] = _trimmed(out[name])
+        return {**out, "const": self.constants}
+
+
+def _trimmed(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    out = dict(batch)
+    for prefix in [p for p in ("", "idk_") if f"{p}input_ids" in batch]:
+        ids = batch[f"{prefix}input_ids"]
+        used = (ids != tk.PAD).any(dim=0).any(dim=0).nonzero()
+        width = int(used.max()) + 1 if len(used) else 1
+        for f in FIELDS:
+            out[f"{prefix}{f}"] = batch[f"{prefix}{f}"][..., :width]
+    return out
+
+
+def _member_loss(model: TinyLM, hook: Callable[..., Tensor], wanted: set[str],
+                 layer: int) -> Callable[..., Tensor]:
+    """One member's loss: its model's outputs on its forget and retain batches as
+    :class:`LMBatch` es, and the context the hook names, computed only then."""
+    need_hidden = bool(wanted & {"hidden_forget", "hidden_retain"})
+
+    def run(params: dict[str, Tensor], b: dict[str, Tensor], prefix: str = ""):
+        ids = b[f"{prefix}input_ids"]
+        out = forward(model, params, ids, (ids != tk.PAD).long())
+        batch = lm_batch(out.logits, b[f"{prefix}labels"], b[f"{prefix}mask"])
+        return batch, out.hidden_states[layer + 1]
+
+    def member_loss(p, batch, state, progress):
+        ref = batch["const"]["ref"]
+        f, r = batch["forget"], batch["retain"]
+        forget, h_f = run(p, f)
+        retain, h_r = run(p, r)
+        context: dict[str, Any] = {"progress": progress}
+        if "idk" in wanted:
+            context["idk"] = run(p, f, "idk_")[0]
+        if need_hidden:
+            context |= {"hidden_forget": h_f, "hidden_retain": h_r}
+        with torch.no_grad():
+            if wanted & {"ref_forget", "ref_hidden_forget"}:
+                rb, rh = run(ref, f)
+                context |= {"ref_forget": _detached(rb), "ref_hidden_forget": rh.detach()}
+            if wanted & {"ref_retain", "ref_hidden_retain"}:
+                rb, rh = run(ref, r)
+                context |= {"ref_retain": _detached(rb), "ref_hidden_retain": rh.detach()}
+            if "ref_idk" in wanted:
+                context["ref_idk"] = _detached(run(ref, f, "idk_")[0])
+        context["control_vector"] = batch["const"]["control_vector"]
+        return hook(forget, retain, **{k: v for k, v in context.items() if k in wanted})
+
+    return member_loss
+
+
+def _detached(batch: Any) -> Any:
+    return type(batch)(*(t.detach() for t in batch))
+
+
+def _control_vector(seed: int, width: int) -> np.ndarray:
+    """RMU's fixed random direction: u ~ U[0, 1)^D, normalised (per seed)."""
+    u = seeding.rng(seed, seeding.NOISE, "rmu-control").random(width)
+    return (u / np.linalg.norm(u)).astype(np.float32)
+
+
+def _hidden_layer(objective: Objective, layers: int, default: int) -> int:
+    model = None
+    for fn in objective.hooks.values():
+        glob = getattr(fn, "__globals__", None)
+        if isinstance(glob, Mapping) and isinstance(glob.get("MODEL"), Mapping):
+            model = glob["MODEL"]
+    value = default if model is None else model.get("hidden_layer", default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < layers:
+        raise ObjectiveRuntimeError(
+            f"{objective.name}: MODEL['hidden_layer'] must be a block index 0..{layers - 1} "
+            f"(the block whose output hidden_* context holds), got {value!r}")
+    return value
+
+
+def _lm_config(raw: Mapping[str, Any]):
+    from suites.unlearning.model import LMConfig
+
+    return LMConfig(**{k: int(v) for k, v in raw.items()})
+
+
+# --- data -----------------------------------------------------------------------------
+
+
+def _forget_set(benchmark: str, c: Any, tok: Any, forget_ids: tuple[int, ...]
+                ) -> tuple[Encoded, Encoded]:
+    """What unlearning trains on, and the same questions (passage openings for MUSE) with
+    an "I don't know" answer each (chosen by position, the same for every seed)."""
+    idks = list(c.idk_answers)
+    if benchmark == "tofu":
+        qa = list(c.qa_of(forget_ids))
+        forget = encode_qa(tok, [q.question for q in qa], [q.answer for q in qa])
+        idk = encode_qa(tok, [q.question for q in qa], [idks[i % len(idks)]
+                                                        for i in range(len(qa))])
+        return forget, idk
+    from suites.unlearning.data import encode_passages
+
+    texts = [p.text for p in c.passages_of(forget_ids)]
+    forget = encode_passages(tok, texts)
+    openings = [" ".join(t.split()[:ev.PROMPT_TOKENS // 2]) for t in texts]
+    idk = encode_qa(tok, openings, [idks[i % len(idks)] for i in range(len(texts))])
+    return forget, idk
+
+
+def _retain_set(benchmark: str, c: Any, tok: Any, entities: list[int]) -> Encoded:
+    if benchmark == "tofu":
+        qa = list(c.qa_of(entities))
+        return encode_qa(tok, [q.question for q in qa], [q.answer for q in qa])
+    from suites.unlearning.data import encode_passages
+
+    return encode_passages(tok, [p.text for p in c.passages_of(entities)])
+
+
+def _array(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...], *,
+           finite: bool = True) -> np.ndarray:
+    value = arrays.get(name)
+    if not isinstance(value, np.ndarray) or value.shape != shape or not np.issubdtype(
+            value.dtype, np.floating):
+        got = (value.dtype, value.shape) if isinstance(value, np.ndarray) else type(value)
+        raise InvalidOutput(f"{name}: expected float {shape}, got {got}")
+    return value
+
+
+# --- judging --------------------------------------------------------------------------
+
+
+def _memo(p: Private, what: str, i: int, compute: Callable[[], Any]) -> Any:
+    if (what, i) not in p.evaluated:
+        p.evaluated[(what, i)] = compute()
+    return p.evaluated[(what, i)]
+
+
+def _tofu_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, Tensor]],
+                 s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    sp = p.splits
+    target, r_target = _memo(p, "target", i, lambda: ev.tofu(model, p.targets[i], sp))
+    retain, r_retain = _memo(p, "retain", i, lambda: ev.tofu(model, p.retain[i], sp))
+    metrics, r_final = ev.tofu(model, trajectory[-1], sp)
+    fq, ks = mt.forget_quality(r_final, r_retain)
+    metrics |= {"forget_quality": fq, "log_forget_quality": float(np.log10(max(fq, 1e-300))),
+                "ks_statistic": ks, "target_utility": target["model_utility"],
+                "retain_model_utility": retain["model_utility"],
+                "utility_retained": metrics["model_utility"] / target["model_utility"]
+                if target["model_utility"] > 0 else 0.0}
+    metrics["score"] = ev.tofu_score(metrics["model_utility"], target["model_utility"], fq)
+    if p.replicas:
+        fqs = [mt.forget_quality(_memo(p, "replica", -1 - k, lambda r=r: ev.tofu(
+            model, r, sp, generate_answers=False)[1]), r_retain)[0]
+               for k, r in enumerate(p.replicas)]
+        metrics["retain_model_fq"] = float(np.median(fqs))
+    # trajectories: epoch 0 is the target; utilities need generated answers
+    fq_curve, mu_curve, prob_curve = [], [], []
+    for e, point in enumerate([p.targets[i], *trajectory]):
+        if e == 0:
+            m, r = target, r_target
+        elif e == len(trajectory):
+            m, r = metrics, r_final
+        else:
+            m, r = ev.tofu(model, point, sp)
+        fq_curve.append(float(np.log10(max(mt.forget_quality(r, r_retain)[0], 1e-300))))
+        mu_curve.append(m["model_utility"])
+        prob_curve.append(m["forget_prob"])
+    # the relearning attack, from the unlearned model
+    attacked = ev.relearn(model, trajectory[-1], sp.relearn, steps=int(s["relearn_steps"]),
+                          lr=float(s["relearn_lr"]))
+    before = ev.held_back_prob(model, trajectory[-1], sp)
+    after = ev.held_back_prob(model, attacked, sp)
+    at_target = _memo(p, "target-held-back", i, lambda: ev.held_back_prob(
+        model, p.targets[i], sp))
+    metrics["relearn_forget_prob"] = after
+    if at_target - before > 1e-6:
+        metrics["relearn_recovery"] = (after - before) / (at_target - before)
+    curves = {"epochs": [float(e) for e in range(len(trajectory) + 1)],
+              "fq_trajectory": fq_curve, "mu_trajectory": mu_curve,
+              "forget_prob_trajectory": prob_curve}
+    return metrics, curves
+
+
+def _muse_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, Tensor]],
+                 s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    sp = p.splits
+    target = _memo(p, "target", i, lambda: ev.muse(model, p.targets[i], sp))
+    retain = _memo(p, "retain", i, lambda: ev.muse(model, p.retain[i], sp))
+    curve = [target, *(ev.muse(model, point, sp) for point in trajectory)]
+    final = dict(curve[-1])
+    metrics = {k: final[k] for k in ("verbmem_forget", "knowmem_forget", "knowmem_retain")}
+    metrics["privleak"] = mt.privleak(final["auc"], retain["auc"])
+    metrics["score"] = ev.muse_score(final, target, retain)
+    metrics |= {"target_verbmem": target["verbmem_forget"],
+                "target_knowmem_forget": target["knowmem_forget"],
+                "retain_model_knowmem_forget": retain["knowmem_forget"],
+                "target_privleak": mt.privleak(target["auc"], retain["auc"])}
+    attacked = ev.relearn(model, trajectory[-1], sp.relearn, steps=int(s["relearn_steps"]),
+                          lr=float(s["relearn_lr"]))
+    before = ev.held_back_knowmem(model, trajectory[-1], sp)
+    after = ev.held_back_knowmem(model, attacked, sp)
+    at_target = _memo(p, "target-held-back", i, lambda: ev.held_back_knowmem(
+        model, p.targets[i], sp))
+    metrics["relearn_knowmem_forget"] = after
+    if at_target - before > 1e-6:
+        metrics["relearn_recovery"] = (after - before) / (at_target - before)
+    curves = {"epochs": [float(e) for e in range(len(curve))],
+              "verbmem_trajectory": [c["verbmem_forget"] for c in curve],
+              "knowmem_forget_trajectory": [c["knowmem_forget"] for c in curve],
+              "knowmem_retain_trajectory": [c["knowmem_retain"] for c in curve]}
+    return metrics, curves

@@ -1,0 +1,117 @@
+"""TOFU-style unlearning: forget fictitious authors without losing everything else.
+
+Each seed's target model (the suite's tiny causal LM, trained by the trusted side on the
+whole generated mini-TOFU corpus) is unlearned on the forget authors' QA with the
+objective's ``unlearning_loss``: AdamW at lr 1e-3 for 5 epochs, batch 32, every parameter
+trained; only the loss is the objective's. The judge measures forget quality (the KS test
+of truth ratios against the seed's retain model, never trained on the forget authors) and
+model utility (the harmonic mean of nine numbers on retained authors, world facts and
+known entities), their trajectories over the epochs, and what a relearning attack brings
+back (README.md in this folder: protocol, metrics, deviations).
+"""
+
+from __future__ import annotations
+
+from harness.suite import Anchors, CurveSpec, MetricSpec, Resources, ScatterSpec, Suite, Variant
+from suites.unlearning.spec import (
+    EPOCHS_CURVE,
+    SETTINGS,
+    UNLEARNING_LOSS,
+    fixtures,
+    trajectory,
+)
+
+
+def _m(name: str, label: str, better: str, short: str, description: str, *,
+       unit: str = "number", decimals: int = 3) -> MetricSpec:
+    return MetricSpec(name, label, better=better, unit=unit, decimals=decimals, short=short,
+                      description=description)
+
+
+SPLITS = {"retain": ("retained authors", "ret"), "wf": ("world facts", "wf"),
+          "ke": ("known entities", "ke")}
+
+METRICS = (
+    _m("score", "unlearning score", "higher", "score",
+       "u·(1 + q)/2: u = model utility relative to the seed's target (clipped to [0, 1]), "
+       "q = forget quality on a log scale from the target's level (1e-30 → 0) to "
+       "indistinguishable from retraining (0.05 → 1). The target scores 0.5, a collapsed "
+       "model ≈ 0, a retrained one ≈ 1."),
+    _m("forget_quality", "forget quality (KS p-value)", "higher", "FQ",
+       "p-value of the two-sided KS test between the per-question truth ratios of the "
+       "unlearned model and of the seed's retain model on the forget QA.", unit="pvalue"),
+    _m("log_forget_quality", "log10 forget quality", "higher", "log FQ",
+       "log10 of the KS p-value (coarse at this size: shown with the KS statistic).",
+       decimals=1),
+    _m("ks_statistic", "KS statistic", "lower", "KS",
+       "The KS distance between the two truth-ratio samples (0 = identical)."),
+    _m("model_utility", "model utility", "higher", "MU",
+       "Harmonic mean of probability, ROUGE-L recall and truth ratio on the retained "
+       "authors, the world facts and the known entities."),
+    _m("utility_retained", "utility relative to the target", "higher", "MU/tgt",
+       "Model utility divided by the seed's target model's."),
+    _m("forget_prob", "forget probability", "lower", "P(f)",
+       "Mean length-normalised probability of the forget answers."),
+    _m("forget_rouge", "forget ROUGE-L recall", "lower", "R(f)",
+       "ROUGE-L recall of the greedy answers to the forget questions."),
+    _m("forget_truth_ratio", "forget truth ratio", "higher", "TR(f)",
+       "Mean min(R, 1/R) of the truth ratios on the forget QA (1 = undecided)."),
+    _m("extraction_strength", "extraction strength", "lower", "ES",
+       "1 − k*/|a|: how short a prefix of the answer makes the model produce the rest."),
+    *(_m(f"{key}_{what}", f"{label}: {text}", "higher", f"{short} {abbr}",
+         f"{text} on the {label} (a model-utility component).")
+      for key, (label, short) in SPLITS.items()
+      for what, text, abbr in (("prob", "probability", "P"), ("rouge", "ROUGE-L recall", "R"),
+                               ("truth_ratio", "truth ratio", "TR"))),
+    _m("relearn_forget_prob", "forget probability after relearning", "lower", "relearn P",
+       "Forget probability on the held-back forget questions after the relearning attack."),
+    _m("relearn_recovery", "knowledge recovered by relearning", "lower", "recov.",
+       "(P after the attack − P unlearned) / (P target − P unlearned) on the held-back "
+       "forget questions: the share of the forgotten probability the attack brings back."),
+    _m("retain_model_fq", "forget quality of another retain model", "neither", "FQ(ret)",
+       "Median KS p-value of the replica retain models against the seed's retain model: "
+       "what retraining from scratch scores (the gold standard).", unit="pvalue"),
+    _m("retain_model_utility", "retain model's utility", "neither", "MU(ret)",
+       "Model utility of the seed's retain model (the gold standard)."),
+    _m("target_utility", "target model's utility", "neither", "MU(tgt)",
+       "Model utility of the seed's target model before unlearning."),
+)
+
+CURVES = (
+    EPOCHS_CURVE,
+    trajectory("fq_trajectory", "log10 forget quality"),
+    trajectory("mu_trajectory", "model utility"),
+    trajectory("forget_prob_trajectory", "forget probability"),
+    CurveSpec("train_loss", "unlearning loss"),
+)
+
+
+def _variant(forget: int) -> Variant:
+    return Variant(f"forget{forget:02d}", {"benchmark": "tofu", "forget": forget},
+                   f"mini-TOFU: forget {forget} of 100 authors ({20 * forget} QA)")
+
+
+SUITE = Suite(
+    name="unlearning-tofu",
+    version="1.0",
+    description="Forget quality and model utility after unlearning fictitious authors "
+                "(TOFU-style, generated corpus, a tiny causal LM).",
+    hooks=("unlearning_loss",),
+    hook_specs=(UNLEARNING_LOSS,),
+    headline="score",
+    metrics=METRICS,
+    anchors={"score": Anchors(worst=0.0, best=1.0)},
+    variants=(_variant(5), _variant(10)),
+    pipeline="suites.unlearning.pipeline:Unlearning",
+    baselines=("target", "grad_ascent", "grad_diff", "grad_diff_kl", "npo", "npo_rt",
+               "simnpo", "idk_nll", "idk_dpo", "rmu", "satimp", "wga", "undial"),
+    reference="target",
+    settings={**SETTINGS, "benchmark": "tofu"},
+    curves=CURVES,
+    scatters=(ScatterSpec(x="model_utility", y="log_forget_quality"),),
+    columns=("log_forget_quality", "ks_statistic", "model_utility", "forget_prob",
+             "forget_rouge", "extraction_strength", "relearn_recovery", "retain_model_fq"),
+    fixtures=fixtures("tofu"),
+    train_info={"options": dict},
+    resources=Resources(base_seconds=600, seconds_per_member=120),
+)
