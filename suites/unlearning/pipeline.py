@@ -11,8 +11,10 @@ the evaluation answers, the retain models and the holdout never reach the traine
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,7 +48,7 @@ class Private:
     replicas: list[dict[str, Tensor]]
     targets: list[dict[str, Tensor]]
     fixtures: list[dict[str, str]]
-    evaluated: dict[tuple[str, int], Any] = field(default_factory=dict)  # memo per seed
+    scope: str = ""  # what the evaluations depend on besides the models (the memo's key)
 
 
 def _fixture_config() -> dict[str, Any]:
@@ -98,8 +100,12 @@ class Unlearning(Pipeline):
                                int(suite.settings["max_new_tokens"]))
             keys = [{"target": t.key, "retain": r.key} for t, r in zip(targets, retains,
                                                                        strict=True)]
+            scope = json.dumps({"suite": suite.name, "version": suite.base_version,
+                                "variant": dict(variant.config), "settings": dict(suite.settings),
+                                "replicas": [r.key for r in replicas]}, sort_keys=True)
             private = Private(splits, [params_of(r.arrays) for r in retains],
-                              [params_of(r.arrays) for r in replicas], target_params, keys)
+                              [params_of(r.arrays) for r in replicas], target_params, keys,
+                              scope)
             jobs.append(Job([(variant.name, s) for s in seeds], inputs, plan, private))
         return jobs
 
@@ -325,10 +331,19 @@ def _array(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...], 
 # --- judging --------------------------------------------------------------------------
 
 
+_EVALUATED: OrderedDict[tuple, Any] = OrderedDict()  # across runs: every objective's cells
+# start from the same target and retain models, evaluated once per process
+
+
 def _memo(p: Private, what: str, i: int, compute: Callable[[], Any]) -> Any:
-    if (what, i) not in p.evaluated:
-        p.evaluated[(what, i)] = compute()
-    return p.evaluated[(what, i)]
+    """``compute()`` for the target, retain or a replica model of member ``i``, once per
+    fixture entry and evaluation setting in this process."""
+    key = (p.scope, what, json.dumps(p.fixtures[i] if i >= 0 else None, sort_keys=True))
+    if key not in _EVALUATED:
+        _EVALUATED[key] = compute()
+        while len(_EVALUATED) > 512:
+            _EVALUATED.popitem(last=False)
+    return _EVALUATED[key]
 
 
 def _tofu_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, Tensor]],
@@ -368,7 +383,7 @@ def _tofu_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, T
     after = ev.held_back_prob(model, attacked, sp)
     at_target = _memo(p, "target-held-back", i, lambda: ev.held_back_prob(
         model, p.targets[i], sp))
-    metrics["relearn_forget_prob"] = after
+    metrics["held_back_prob"], metrics["relearn_forget_prob"] = before, after
     if at_target - before > 1e-6:
         metrics["relearn_recovery"] = (after - before) / (at_target - before)
     curves = {"epochs": [float(e) for e in range(len(trajectory) + 1)],
@@ -397,7 +412,7 @@ def _muse_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, T
     after = ev.held_back_knowmem(model, attacked, sp)
     at_target = _memo(p, "target-held-back", i, lambda: ev.held_back_knowmem(
         model, p.targets[i], sp))
-    metrics["relearn_knowmem_forget"] = after
+    metrics["held_back_knowmem"], metrics["relearn_knowmem_forget"] = before, after
     if at_target - before > 1e-6:
         metrics["relearn_recovery"] = (after - before) / (at_target - before)
     curves = {"epochs": [float(e) for e in range(len(curve))],

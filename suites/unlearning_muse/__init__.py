@@ -45,6 +45,8 @@ METRICS = (
        "(AUC − AUC of the retain model) / AUC of the retain model ×100, AUC of the Min-40% "
        "membership score, forget passages against 30 holdout authors' passages. ≈ 0 is "
        "ideal; ≫ 0 the model still remembers, ≪ 0 it over-unlearned."),
+    _m("held_back_knowmem", "KnowMem on held-back forget QA", "lower", "KnowMem held",
+       "KnowMem on the forget questions outside the relearning attack's set, before it."),
     _m("relearn_knowmem_forget", "KnowMem on held-back forget QA after relearning", "lower",
        "relearn K", "KnowMem on the forget questions not in the relearning attack's set, "
        "after the attack."),
@@ -88,7 +90,8 @@ SUITE = Suite(
     reference="target",
     settings={**SETTINGS, "benchmark": "muse", "replicas": 0},
     curves=CURVES,
-    scatters=(ScatterSpec(x="knowmem_retain", y="knowmem_forget"),),
+    scatters=(ScatterSpec(x="knowmem_retain", y="knowmem_forget"),
+              ScatterSpec(x="held_back_knowmem", y="relearn_knowmem_forget")),
     columns=("verbmem_forget", "knowmem_forget", "knowmem_retain", "privleak",
              "relearn_recovery"),
     fixtures=fixtures("muse"),

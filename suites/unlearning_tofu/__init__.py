@@ -63,6 +63,9 @@ METRICS = (
       for key, (label, short) in SPLITS.items()
       for what, text, abbr in (("prob", "probability", "P"), ("rouge", "ROUGE-L recall", "R"),
                                ("truth_ratio", "truth ratio", "TR"))),
+    _m("held_back_prob", "forget probability on the held-back questions", "lower",
+       "P(held)", "Forget probability on the forget questions outside the relearning "
+       "attack's set, before the attack."),
     _m("relearn_forget_prob", "forget probability after relearning", "lower", "relearn P",
        "Forget probability on the held-back forget questions after the relearning attack."),
     _m("relearn_recovery", "knowledge recovered by relearning", "lower", "recov.",
@@ -108,7 +111,9 @@ SUITE = Suite(
     reference="target",
     settings={**SETTINGS, "benchmark": "tofu"},
     curves=CURVES,
-    scatters=(ScatterSpec(x="model_utility", y="log_forget_quality"),),
+    # the Pareto view; relearning: held-back forget probability before → after the attack
+    scatters=(ScatterSpec(x="model_utility", y="log_forget_quality"),
+              ScatterSpec(x="held_back_prob", y="relearn_forget_prob")),
     columns=("log_forget_quality", "ks_statistic", "model_utility", "forget_prob",
              "forget_rouge", "extraction_strength", "relearn_recovery", "retain_model_fq"),
     fixtures=fixtures("tofu"),

@@ -1,0 +1,198 @@
+"""Both unlearning suites end to end on shortened fixtures (models trained for 2 epochs, 2
+unlearning epochs): the reference row is the target itself, trajectories start at it,
+cells repeat exactly, the sandbox serves the hook with the in-process numbers, and every
+bad input is a typed failure with a clear message."""
+
+from __future__ import annotations
+
+import functools
+import textwrap
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from harness import fixtures
+from harness.objectives.loading import ObjectiveError, load_objective
+from harness.objectives.validate import validate
+from harness.registry import get_suite
+from harness.sandbox import run_cells_sandboxed
+from suites.unlearning import evaluate as ev
+from suites.unlearning import metrics as mt
+from suites.unlearning.fixtures import corpus, model_config, params_of, tokenizer
+from suites.unlearning.model import TinyLM
+from suites.unlearning.spec import FIXTURE_TRAINING, MODEL
+
+pytestmark = pytest.mark.slow
+EPOCHS = 2
+
+
+def short(name: str):
+    """The suite with 2-epoch fixtures, 2 unlearning epochs and one replica: the same code,
+    minutes less (the fixtures' config is part of their key, so nothing mixes)."""
+    suite = get_suite(name)
+    fx = tuple(replace(f, config={**f.config, "epochs": 2}) for f in suite.fixtures)
+    return replace(suite, fixtures=fx, settings={**suite.settings, "epochs": EPOCHS,
+                                                 "replicas": 1 if suite.settings["replicas"]
+                                                 else 0})
+
+
+TOFU, MUSE = short("unlearning-tofu"), short("unlearning-muse")
+
+
+def run(suite, objective, variant, seeds=(0,)):
+    if isinstance(objective, str):
+        objective = load_objective(objective)
+    return suite.run_cells(objective, [variant], list(seeds))
+
+
+@functools.cache
+def built_in(suite_name: str, name: str, variant: str, seeds=(0,)):
+    """A built-in's cells, run once for every test that reads them (minutes of CI)."""
+    return ok(run(TOFU if suite_name == TOFU.name else MUSE, name, variant, seeds))
+
+
+def ok(results):
+    assert all(r.status == "ok" for r in results), [(r.status, r.error) for r in results]
+    return results
+
+
+def module(tmp_path, name, source):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+# --- the reference row and the trajectories ------------------------------------------
+
+
+def test_the_target_row_is_the_target_model_itself():
+    (cell,) = built_in(TOFU.name, "target", "forget05")
+    target = params_of(fixtures.load(TOFU, "target", 0).arrays)
+    retain = params_of(fixtures.load(TOFU, "retain", 0, {"forget": 5}).arrays)
+    model = TinyLM(model_config({**MODEL, **FIXTURE_TRAINING}))
+    splits = ev.splits("tofu", corpus(0), tokenizer(0), 5, 2, 32)
+    expected, r_target = ev.tofu(model, target, splits)
+    _, r_retain = ev.tofu(model, retain, splits, generate_answers=False)
+    for name, value in expected.items():
+        assert cell.metrics[name] == pytest.approx(value, abs=1e-12), name
+    fq, ks = mt.forget_quality(r_target, r_retain)
+    assert cell.metrics["forget_quality"] == pytest.approx(fq)
+    assert cell.metrics["ks_statistic"] == pytest.approx(ks)
+    assert cell.metrics["utility_retained"] == 1.0
+    assert cell.metrics["score"] == pytest.approx(ev.tofu_score(1.0, 1.0, fq))
+    # every epoch is the target: flat trajectories
+    assert len(set(cell.curves["mu_trajectory"])) == 1
+    assert len(cell.curves["fq_trajectory"]) == EPOCHS + 1
+    assert set(cell.metrics) == {m.name for m in TOFU.metrics} - {"relearn_recovery"}
+
+
+def test_gradient_ascent_moves_away_from_the_target_and_its_trajectory_starts_there():
+    (target,), (ga,) = (built_in(TOFU.name, n, "forget05") for n in ("target", "grad_ascent"))
+    assert ga.metrics["forget_prob"] < target.metrics["forget_prob"]
+    assert ga.curves["forget_prob_trajectory"][0] == target.metrics["forget_prob"]
+    assert ga.curves["mu_trajectory"][0] == target.metrics["model_utility"]
+    assert ga.curves["forget_prob_trajectory"][-1] == ga.metrics["forget_prob"]
+    assert ga.curves["epochs"] == [0.0, 1.0, 2.0]
+    assert len(ga.curves["train_loss"]) == EPOCHS
+    assert 0 <= ga.metrics["relearn_forget_prob"] <= 1
+    assert ga.info["fixtures"]["target"] == fixtures.load(TOFU, "target", 0).key
+
+
+def test_cells_repeat_exactly_and_seeds_differ():
+    first = built_in(TOFU.name, "npo_rt", "forget05", (0, 1))
+    (again,) = ok(run(TOFU, "npo_rt", "forget05", seeds=(0,)))
+    assert again.metrics == first[0].metrics and again.curves == first[0].curves
+    assert first[0].metrics["forget_prob"] != first[1].metrics["forget_prob"]
+
+
+# --- the sandbox ---------------------------------------------------------------------
+
+
+def test_the_sandbox_serves_the_hook_with_the_in_process_numbers():
+    from pathlib import Path
+
+    source = Path("suites/unlearning_tofu/baselines/npo_rt.py").read_text()
+    local = built_in(TOFU.name, "npo_rt", "forget05", (0, 1))  # the same code, trusted
+    (boxed,) = run_cells_sandboxed(TOFU, source, "my_npo.py", {}, ["forget05"], [0])
+    assert boxed.status == "ok", (boxed.status, boxed.error)
+    assert boxed.info["sandbox"]["protocol"] == "loss-only"
+    assert boxed.info["sandbox"]["served"] == {"unlearning_loss": "graph"}
+    for name, value in local[0].metrics.items():
+        assert boxed.metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+
+
+# --- bad input -----------------------------------------------------------------------
+
+
+def test_a_loss_that_turns_non_finite_mid_run_is_diverged_with_its_step(tmp_path):
+    path = module(tmp_path, "late_nan", """
+        def unlearning_loss(forget, retain, *, progress):
+            nll = -forget.token_logprobs.sum() / forget.mask.sum()
+            return -nll * (1.0 if progress < 0.5 else float("nan"))
+    """)
+    (cell,) = run(TOFU, str(path), "forget05")
+    steps = -(-100 // 32) * EPOCHS  # forget05: 100 QA in batches of 32
+    assert cell.status == "diverged", (cell.status, cell.error)
+    assert cell.diverged_step == steps // 2
+    assert cell.metrics == {}
+
+
+def test_a_context_name_that_does_not_exist_is_refused_naming_the_allowed_ones(tmp_path):
+    path = module(tmp_path, "bad_context", """
+        def unlearning_loss(forget, retain, *, reference_logits):
+            return -forget.seq_logprobs.mean()
+    """)
+    report = validate(str(path))
+    assert not report.ok
+    text = report.format()
+    assert "reference_logits" in text
+    for allowed in ("ref_forget", "ref_retain", "idk", "hidden_forget", "control_vector"):
+        assert allowed in text, text
+    with pytest.raises(ObjectiveError):
+        load_objective(str(path))
+
+
+def test_a_hidden_layer_outside_the_model_is_refused(tmp_path):
+    path = module(tmp_path, "bad_layer", """
+        MODEL = {"hidden_layer": 7}
+
+        def unlearning_loss(forget, retain, *, hidden_forget):
+            return hidden_forget.pow(2).mean()
+    """)
+    report = validate(str(path))
+    assert not report.ok and "hidden_layer" in report.format(), report.format()
+    (cell,) = run(TOFU, str(path), "forget05")
+    assert (cell.status, cell.reason) == ("failed", "objective")
+    assert "MODEL['hidden_layer'] must be a block index 0..1" in cell.error
+
+
+def test_a_loss_that_exhausts_memory_is_a_memory_failure():
+    source = textwrap.dedent("""
+        import torch
+
+        def unlearning_loss(forget, retain):
+            hog = torch.ones(1 << 36)  # 256 GiB: past any address-space limit
+            return -forget.seq_logprobs.mean() + hog.sum() * 0
+    """)
+    (cell,) = run_cells_sandboxed(TOFU, source, "hog.py", {}, ["forget05"], [0])
+    assert cell.status in ("failed", "killed") and cell.reason == "memory", (
+        cell.status, cell.reason, cell.error)
+
+
+# --- MUSE ----------------------------------------------------------------------------
+
+
+def test_muse_reports_memorisation_knowledge_and_privacy_leakage():
+    (target,), (ga,) = (built_in(MUSE.name, n, "forget10") for n in ("target", "grad_ascent"))
+    declared = {m.name for m in MUSE.metrics}
+    assert set(target.metrics) == declared - {"relearn_recovery"}
+    assert target.metrics["privleak"] == pytest.approx(target.metrics["target_privleak"])
+    assert target.metrics["verbmem_forget"] == pytest.approx(target.metrics["target_verbmem"])
+    assert target.metrics["score"] == pytest.approx(0.5)
+    for cell in (target, ga):
+        for name in ("verbmem_forget", "knowmem_forget", "knowmem_retain"):
+            assert 0 <= cell.metrics[name] <= 100
+    assert ga.curves["knowmem_forget_trajectory"][0] == target.metrics["knowmem_forget"]
+    assert ga.metrics["knowmem_forget"] != target.metrics["knowmem_forget"]
+    assert np.isfinite(ga.metrics["privleak"])
