@@ -67,3 +67,13 @@ def test_tta_smoke(tmp_path):
     assert b["same_predictions_member_loop"] > 0.99
     assert b["batched_s"] > 0 and b["per_seed_calls_s"] > 0 and b["member_loop_s"] > 0
     assert f["cold"].startswith("0 reused, 2 built") and f["warm"] == "2 reused, 0 built"
+
+
+def test_unlearning_model_smoke(tmp_path):
+    report = tmp_path / "report.json"
+    _bench("unlearning_model.py", "--smoke", "--json", str(report))
+    data = json.loads(report.read_text())
+    assert set(data) == {"tinylm", "llama", "gpt2"}
+    assert data["tinylm"]["ratio_to_tinylm"] == 1.0
+    assert all(r["step_ms"] > 0 and r["loop5_ms"] > 0 for r in data.values())
+    assert data["tinylm"]["vmap5_ms"] is not None  # the suites rely on vmapping it

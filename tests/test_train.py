@@ -356,3 +356,26 @@ def test_column_major_weights_train_the_same_model_up_to_rounding(data):
     assert (rows.evaluations == columns.evaluations).float().mean() > 0.99
     with pytest.raises(ValueError, match="unknown weight_layout"):
         TrainConfig(weight_layout="diagonal")
+
+
+@pytest.mark.parametrize("mode", ["vmap", "loop"])
+def test_a_loss_that_never_reaches_a_parameter_leaves_it_unchanged(data, mode):
+    """An unlearning loss on a middle layer's hidden states never reaches the layers after
+    it: those get no gradient, which is a zero step (AdamW, no decay), not a crash."""
+    x, _, _ = data
+    model = mlp((D, 16, C))
+    start = stacked_init(model, [0, 1])
+    unused = [k for k in start if k.startswith("2.")]  # the last linear layer
+    assert unused
+
+    def member_loss(p, batch, state, progress):
+        hidden = functional_call(model[:1], {k: v for k, v in p.items()
+                                             if k.startswith("0.")}, (batch["x"],))
+        return hidden.pow(2).mean()
+
+    config = TrainConfig(epochs=1, batch_size=32, optimizer=Optimizer("adamw", lr=1e-2))
+    out = train_members(member_loss, start, Shuffled([0, 1], 32, 1, shared={"x": x}), config,
+                        mode=mode)
+    for k in unused:
+        assert torch.equal(out.params[k], start[k]), k
+    assert not torch.equal(out.params["0.weight"], start["0.weight"])

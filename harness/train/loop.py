@@ -127,6 +127,9 @@ def train_members(
             for leaf in leaves:
                 leaf.grad = None
             torch.where(alive, losses, torch.zeros_like(losses)).sum().backward()
+            for leaf in leaves:  # a loss that does not reach a parameter leaves it be
+                if leaf.grad is None:
+                    leaf.grad = torch.zeros_like(leaf)
             if newly.any():  # after backward: the graph still holds the old weights
                 optimizer.zero_members(newly)
             norms = grad_norms(leaves, alive)
