@@ -30,7 +30,7 @@ from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
 from suites.unlearning import tokenizer as tk
 from suites.unlearning.batch import lm_batch
-from suites.unlearning.data import Encoded, encode_qa
+from suites.unlearning.data import Encoded, concat, encode_passages, encode_qa
 from suites.unlearning.fixtures import corpus, model_config, params_of, tokenizer
 from suites.unlearning.model import TinyLM, forward
 from suites.unlearning.spec import FIXTURE_TRAINING, MODEL
@@ -291,31 +291,31 @@ def _lm_config(raw: Mapping[str, Any]):
 
 def _forget_set(benchmark: str, c: Any, tok: Any, forget_ids: tuple[int, ...]
                 ) -> tuple[Encoded, Encoded]:
-    """What unlearning trains on, and the same questions (passage openings for MUSE) with
-    an "I don't know" answer each (chosen by position, the same for every seed)."""
+    """What unlearning trains on, and the same questions (passage openings for passages)
+    with an "I don't know" answer each (chosen by position, the same for every seed).
+    TOFU: the forget authors' QA. MUSE: their passages and their QA, everything the target
+    learnt about them (a model this small does not carry passage facts over into answers,
+    so its answers come from the QA it was trained on)."""
     idks = list(c.idk_answers)
-    if benchmark == "tofu":
-        qa = list(c.qa_of(forget_ids))
-        forget = encode_qa(tok, [q.question for q in qa], [q.answer for q in qa])
-        idk = encode_qa(tok, [q.question for q in qa], [idks[i % len(idks)]
-                                                        for i in range(len(qa))])
-        return forget, idk
-    from suites.unlearning.data import encode_passages
-
-    texts = [p.text for p in c.passages_of(forget_ids)]
-    forget = encode_passages(tok, texts)
-    openings = [" ".join(t.split()[:ev.PROMPT_TOKENS // 2]) for t in texts]
-    idk = encode_qa(tok, openings, [idks[i % len(idks)] for i in range(len(texts))])
+    qa = list(c.qa_of(forget_ids))
+    questions, answers = [q.question for q in qa], [q.answer for q in qa]
+    if benchmark == "muse":
+        texts = [p.text for p in c.passages_of(forget_ids)]
+        openings = [" ".join(t.split()[:ev.PROMPT_TOKENS // 2]) for t in texts]
+        forget = concat(encode_passages(tok, texts), encode_qa(tok, questions, answers))
+        questions = openings + questions
+    else:
+        forget = encode_qa(tok, questions, answers)
+    idk = encode_qa(tok, questions, [idks[i % len(idks)] for i in range(len(questions))])
     return forget, idk
 
 
 def _retain_set(benchmark: str, c: Any, tok: Any, entities: list[int]) -> Encoded:
+    qa = list(c.qa_of(entities))
+    answers = encode_qa(tok, [q.question for q in qa], [q.answer for q in qa])
     if benchmark == "tofu":
-        qa = list(c.qa_of(entities))
-        return encode_qa(tok, [q.question for q in qa], [q.answer for q in qa])
-    from suites.unlearning.data import encode_passages
-
-    return encode_passages(tok, [p.text for p in c.passages_of(entities)])
+        return answers
+    return concat(encode_passages(tok, [p.text for p in c.passages_of(entities)]), answers)
 
 
 def _array(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...], *,
