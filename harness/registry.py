@@ -258,11 +258,23 @@ def readable_paths() -> list[str]:
     """What importing every suite package reads: each package's folder and the
     ``__init__.py`` of the packages above it."""
     paths = []
-    for package, root in import_roots():
+    for package, root in import_roots() + _shared_roots():
         parts = package.split(".")
         paths.append(str(Path(root, *parts)))
         paths += [str(Path(root, *parts[:i], "__init__.py")) for i in range(1, len(parts))]
     return list(dict.fromkeys(paths))
+
+
+def _shared_roots() -> list[tuple[str, str]]:
+    """(package, its sys.path entry) of the code suites declare they share
+    (``Suite.shared_code``); readable in the sandbox, never registered as suites."""
+    out = []
+    for suite in _registry().suites.values():
+        for package in suite.shared_code:
+            folder = _folder(package)
+            if folder is not None:
+                out.append((package, str(folder.parents[package.count(".")])))
+    return out
 
 
 def adopt(roots: list[tuple[str, str]] | list[list[str]]) -> None:

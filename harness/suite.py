@@ -344,6 +344,9 @@ class Suite:
     fixtures: tuple[Fixture, ...] = ()
     heatmap: HeatmapSpec | None = None
     columns: tuple[str, ...] = ()  # beside the headline in tables; () = every metric
+    # Packages outside the suite's own folder that its code imports (code two suites share,
+    # e.g. ``suites.unlearning``): the sandbox makes them readable as it does the folder.
+    shared_code: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self)
@@ -518,6 +521,9 @@ def _check(s: Suite) -> None:
         if kind not in INFO_TYPES:
             fail(f"train_info field {key!r} has type {kind!r}; allowed: "
                  f"{', '.join(t.__name__ for t in INFO_TYPES)}")
+    for package in s.shared_code:
+        if not all(part.isidentifier() for part in package.split(".")):
+            fail(f"shared_code {package!r} is not a package name")
     if not isinstance(s.pipeline, str) or ":" not in s.pipeline:
         fail("pipeline must be 'package.module:Class'")
 

@@ -122,6 +122,20 @@ def test_the_sandbox_serves_the_hook_with_the_in_process_numbers():
         assert boxed.metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
 
 
+def test_an_unlearning_objective_validates_in_the_sandbox():
+    """The sandbox reaches the suites' shared package (``Suite.shared_code``) for the
+    hook's smoke test, as it reaches each suite's own folder."""
+    from pathlib import Path
+
+    from harness import registry
+    from harness.sandbox import validate_sandboxed
+
+    assert str(Path("suites/unlearning").resolve()) in registry.readable_paths()
+    source = Path("suites/unlearning_tofu/baselines/rmu.py").read_text()
+    report = validate_sandboxed(source, "my_rmu.py")
+    assert report.ok and report.problems == [], report.format()
+
+
 # --- bad input -----------------------------------------------------------------------
 
 

@@ -85,6 +85,7 @@ SUITE = Suite(
     variants=(Variant("forget10", {"benchmark": "muse", "forget": 10},
                       "mini-MUSE: forget the 30 passages of 10 of 100 authors"),),
     pipeline="suites.unlearning.pipeline:Unlearning",
+    shared_code=("suites.unlearning",),
     baselines=("target", "grad_ascent", "grad_diff", "grad_diff_kl", "npo", "npo_rt",
                "simnpo", "idk_nll", "idk_dpo", "rmu", "satimp", "wga", "undial"),
     reference="target",

@@ -106,6 +106,7 @@ SUITE = Suite(
     anchors={"score": Anchors(worst=0.0, best=1.0)},
     variants=(_variant(5), _variant(10)),
     pipeline="suites.unlearning.pipeline:Unlearning",
+    shared_code=("suites.unlearning",),
     baselines=("target", "grad_ascent", "grad_diff", "grad_diff_kl", "npo", "npo_rt",
                "simnpo", "idk_nll", "idk_dpo", "rmu", "satimp", "wga", "undial"),
     reference="target",
