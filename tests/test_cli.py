@@ -106,8 +106,8 @@ def test_ls_lists_variants_and_builtins_without_torch(env, tmp_path):
     for v in get_suite("noisy-labels").variants:
         assert v.name in out
     builtins = registry.builtins()
-    assert len(builtins) == 42  # 21 classification losses, 5 certified, 8 post-hoc
-    # calibrators, 8 test-time adaptation baselines
+    assert len(builtins) == 55  # 21 classification losses, 5 certified, 8 post-hoc
+    # calibrators, 8 test-time adaptation baselines, 13 unlearning objectives
     for name, builtin in builtins.items():
         assert f"  {name} " in out
         if builtin.suite:  # a suite's own baseline says whose it is
