@@ -100,10 +100,13 @@ def test_gradient_ascent_moves_away_from_the_target_and_its_trajectory_starts_th
 
 
 def test_cells_repeat_exactly_and_seeds_differ():
-    first = built_in(TOFU.name, "npo_rt", "forget05", (0, 1))
-    (again,) = ok(run(TOFU, "npo_rt", "forget05", seeds=(0,)))
-    assert again.metrics == first[0].metrics and again.curves == first[0].curves
-    assert first[0].metrics["forget_prob"] != first[1].metrics["forget_prob"]
+    # The same grouping (one seed) again: bit-identical. (A seed trained beside another
+    # rounds differently under vmap: issue 14 makes cells independent of their group.)
+    (first,) = built_in(TOFU.name, "grad_ascent", "forget05")
+    (again,) = ok(run(TOFU, "grad_ascent", "forget05"))
+    assert again.metrics == first.metrics and again.curves == first.curves
+    pair = built_in(TOFU.name, "npo_rt", "forget05", (0, 1))
+    assert pair[0].metrics["forget_prob"] != pair[1].metrics["forget_prob"]
 
 
 # --- the sandbox ---------------------------------------------------------------------
