@@ -21,6 +21,7 @@ from suites.unlearning import tokenizer as tk
 from suites.unlearning.data import Encoded, encode_passages, encode_qa, prompt_ids
 from suites.unlearning.decode import generate
 from suites.unlearning.lm import score
+from suites.unlearning.model import forward
 
 FQ_FLOOR, FQ_GOAL = 1e-30, 0.05  # the score's forget-quality scale (log10): 0 → 1
 PROMPT_TOKENS = 32  # of a passage, before the continuation VerbMem compares
@@ -185,8 +186,6 @@ def relearn(model: nn.Module, params: Mapping[str, Tensor], attack: Encoded, *, 
             lr: float) -> dict[str, Tensor]:
     """The relearning attack: ``steps`` full-batch AdamW steps on the attack QA (the NLL of
     their answers), from the unlearned parameters. Deterministic: no sampling."""
-    from suites.unlearning.model import forward
-
     p = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
     opt = torch.optim.AdamW(p.values(), lr=lr, weight_decay=0.0)
     ids = torch.from_numpy(attack.input_ids)

@@ -157,7 +157,7 @@ class Unlearning(Pipeline):
         diverged = output.arrays.get("diverged")
         if not isinstance(diverged, np.ndarray) or diverged.shape != (members,):
             raise InvalidOutput("diverged: expected one step per member")
-        loss = _array(output.arrays, "loss_curve", (members, epochs), finite=False)
+        loss = _array(output.arrays, "loss_curve", (members, epochs))
         per_cell = float(output.info.get("wall_time") or 0.0) / members
         info = {"mode": str(output.info.get("mode", "")), "members_batched": members,
                 "fallback_reason": output.info.get("fallback_reason"),
@@ -318,8 +318,7 @@ def _retain_set(benchmark: str, c: Any, tok: Any, entities: list[int]) -> Encode
     return concat(encode_passages(tok, [p.text for p in c.passages_of(entities)]), answers)
 
 
-def _array(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...], *,
-           finite: bool = True) -> np.ndarray:
+def _array(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
     value = arrays.get(name)
     if not isinstance(value, np.ndarray) or value.shape != shape or not np.issubdtype(
             value.dtype, np.floating):
@@ -376,16 +375,8 @@ def _tofu_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, T
         fq_curve.append(float(np.log10(max(mt.forget_quality(r, r_retain)[0], 1e-300))))
         mu_curve.append(m["model_utility"])
         prob_curve.append(m["forget_prob"])
-    # the relearning attack, from the unlearned model
-    attacked = ev.relearn(model, trajectory[-1], sp.relearn, steps=int(s["relearn_steps"]),
-                          lr=float(s["relearn_lr"]))
-    before = ev.held_back_prob(model, trajectory[-1], sp)
-    after = ev.held_back_prob(model, attacked, sp)
-    at_target = _memo(p, "target-held-back", i, lambda: ev.held_back_prob(
-        model, p.targets[i], sp))
-    metrics["held_back_prob"], metrics["relearn_forget_prob"] = before, after
-    if at_target - before > 1e-6:
-        metrics["relearn_recovery"] = (after - before) / (at_target - before)
+    metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_prob,
+                           ("held_back_prob", "relearn_forget_prob"))
     curves = {"epochs": [float(e) for e in range(len(trajectory) + 1)],
               "fq_trajectory": fq_curve, "mu_trajectory": mu_curve,
               "forget_prob_trajectory": prob_curve}
@@ -406,17 +397,27 @@ def _muse_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, T
                 "target_knowmem_forget": target["knowmem_forget"],
                 "retain_model_knowmem_forget": retain["knowmem_forget"],
                 "target_privleak": mt.privleak(target["auc"], retain["auc"])}
-    attacked = ev.relearn(model, trajectory[-1], sp.relearn, steps=int(s["relearn_steps"]),
-                          lr=float(s["relearn_lr"]))
-    before = ev.held_back_knowmem(model, trajectory[-1], sp)
-    after = ev.held_back_knowmem(model, attacked, sp)
-    at_target = _memo(p, "target-held-back", i, lambda: ev.held_back_knowmem(
-        model, p.targets[i], sp))
-    metrics["held_back_knowmem"], metrics["relearn_knowmem_forget"] = before, after
-    if at_target - before > 1e-6:
-        metrics["relearn_recovery"] = (after - before) / (at_target - before)
+    metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_knowmem,
+                           ("held_back_knowmem", "relearn_knowmem_forget"))
     curves = {"epochs": [float(e) for e in range(len(curve))],
               "verbmem_trajectory": [c["verbmem_forget"] for c in curve],
               "knowmem_forget_trajectory": [c["knowmem_forget"] for c in curve],
               "knowmem_retain_trajectory": [c["knowmem_retain"] for c in curve]}
     return metrics, curves
+
+
+def _relearning(model: TinyLM, p: Private, i: int, unlearned: dict[str, Tensor],
+                s: Mapping[str, Any], measure: Callable[..., float],
+                names: tuple[str, str]) -> dict[str, float]:
+    """The relearning attack from the unlearned model: ``measure`` (what the held-back
+    forget questions score) before and after it, and the share of the way back to the
+    target's score it recovered (left out when unlearning lowered nothing to recover)."""
+    sp = p.splits
+    attacked = ev.relearn(model, unlearned, sp.relearn, steps=int(s["relearn_steps"]),
+                          lr=float(s["relearn_lr"]))
+    before, after = measure(model, unlearned, sp), measure(model, attacked, sp)
+    at_target = _memo(p, "target-held-back", i, lambda: measure(model, p.targets[i], sp))
+    out = {names[0]: before, names[1]: after}
+    if at_target - before > 1e-6:
+        out["relearn_recovery"] = (after - before) / (at_target - before)
+    return out

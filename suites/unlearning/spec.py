@@ -22,6 +22,10 @@ UNLEARNING_LOSS = HookSpec(
     context=CONTEXT, mutable=(), shared=("control_vector",),
 )
 
+# Both suites' default run, the reference (the target, untouched) first.
+BASELINES = ("target", "grad_ascent", "grad_diff", "grad_diff_kl", "npo", "npo_rt", "simnpo",
+             "idk_nll", "idk_dpo", "rmu", "satimp", "wga", "undial")
+
 # The mini model (suites.unlearning.model) and how its fixtures train.
 MODEL = {"d_model": 64, "layers": 2, "heads": 4, "mlp": 256, "max_length": 128}
 FIXTURE_TRAINING = {"epochs": 60, "lr": 3e-3, "warmup_epochs": 1.0, "batch_size": 32,

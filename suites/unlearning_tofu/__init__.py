@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from harness.suite import Anchors, CurveSpec, MetricSpec, Resources, ScatterSpec, Suite, Variant
 from suites.unlearning.spec import (
+    BASELINES,
     EPOCHS_CURVE,
     SETTINGS,
     UNLEARNING_LOSS,
@@ -107,8 +108,7 @@ SUITE = Suite(
     variants=(_variant(5), _variant(10)),
     pipeline="suites.unlearning.pipeline:Unlearning",
     shared_code=("suites.unlearning",),
-    baselines=("target", "grad_ascent", "grad_diff", "grad_diff_kl", "npo", "npo_rt",
-               "simnpo", "idk_nll", "idk_dpo", "rmu", "satimp", "wga", "undial"),
+    baselines=BASELINES,
     reference="target",
     settings={**SETTINGS, "benchmark": "tofu"},
     curves=CURVES,
