@@ -19,7 +19,7 @@ from harness.registry import get_suite
 from harness.sandbox import run_cells_sandboxed
 from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
-from suites.unlearning.fixtures import corpus, model_config, params_of, tokenizer
+from suites.unlearning.fixtures import codec, corpus, model_config, params_of
 from suites.unlearning.model import TinyLM
 from suites.unlearning.spec import FIXTURE_TRAINING, MODEL
 
@@ -71,7 +71,7 @@ def test_the_target_row_is_the_target_model_itself():
     target = params_of(fixtures.load(TOFU, "target", 0).arrays)
     retain = params_of(fixtures.load(TOFU, "retain", 0, {"forget": 5}).arrays)
     model = TinyLM(model_config({**MODEL, **FIXTURE_TRAINING}))
-    splits = ev.splits("tofu", corpus(0), tokenizer(0), 5, 2, 32)
+    splits = ev.splits("tofu", corpus(0), codec(0), 5, 2, 32)
     expected, r_target = ev.tofu(model, target, splits)
     _, r_retain = ev.tofu(model, retain, splits, generate_answers=False)
     for name, value in expected.items():

@@ -8,7 +8,7 @@ one model's metrics with :mod:`suites.unlearning.metrics` (the formulas and thei
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,11 +17,11 @@ from torch import Tensor, nn
 
 from suites.unlearning import corpus as cp
 from suites.unlearning import metrics as mt
-from suites.unlearning import tokenizer as tk
-from suites.unlearning.data import Encoded, encode_passages, encode_qa, prompt_ids
+from suites.unlearning.data import Encoded, encode_passages, encode_qa
 from suites.unlearning.decode import generate
 from suites.unlearning.lm import score
 from suites.unlearning.model import forward
+from suites.unlearning.text import Codec
 
 FQ_FLOOR, FQ_GOAL = 1e-30, 0.05  # the score's forget-quality scale (log10): 0 → 1
 PROMPT_TOKENS = 32  # of a passage, before the continuation VerbMem compares
@@ -31,94 +31,119 @@ MIN_K = 0.4
 @dataclass
 class QASplit:
     """One QA evaluation split: the answers, the base answers of the truth ratio (the
-    paraphrase for authors, the answer itself for facts) and K perturbed answers each."""
+    paraphrase for authors, the answer itself for facts) and K perturbed answers each
+    (none for MUSE's QA: only its greedy answers are compared)."""
 
     questions: list[str]
     answers: list[str]
     answer: Encoded
     base: Encoded
-    perturbed: Encoded  # [N·K] item-major
+    perturbed: Encoded | None  # [N·K] item-major
     k: int
     prompts: list[list[int]]
 
     @classmethod
-    def of(cls, tokenizer: object, items: list[cp.QA], base: str) -> QASplit:
+    def of(cls, codec: Codec, items: list[cp.QA], base: str,
+           shots: Sequence[tuple[str, str]] = ()) -> QASplit:
+        """``shots``: in-context examples before every greedy answer's question."""
         qs = [q.question for q in items]
         answers = [q.answer for q in items]
         bases = [getattr(q, base) for q in items]
         k = len(items[0].perturbed_answers)
         pert_q = [q.question for q in items for _ in range(k)]
         pert_a = [a for q in items for a in q.perturbed_answers]
-        return cls(qs, answers, encode_qa(tokenizer, qs, answers),
-                   encode_qa(tokenizer, qs, bases), encode_qa(tokenizer, pert_q, pert_a), k,
-                   [prompt_ids(tokenizer, q) for q in qs])
+        answer = encode_qa(codec, qs, answers)
+        return cls(qs, answers, answer,
+                   encode_qa(codec, qs, bases) if bases != answers else answer,
+                   encode_qa(codec, pert_q, pert_a) if k else None, k,
+                   [codec.prompt(q, shots) for q in qs])
 
 
 @dataclass
-class Passages:
-    """Passages split into a prompt and the continuation VerbMem compares against."""
+class Continuations:
+    """VerbMem's prompts (token ids) and the text the model should not continue them with."""
 
-    full: Encoded
     prompts: list[list[int]]
     continuations: list[str]
 
 
-def passages(tokenizer: object, texts: list[str]) -> Passages:
+def continuations(codec: Codec, texts: list[str]) -> Continuations:
+    """The mini protocol: each passage's first ``PROMPT_TOKENS`` tokens, and its next 128."""
     prompts, rest = [], []
     for t in texts:
-        ids = tk.encode(tokenizer, t)
-        prompts.append([tk.BOS, *ids[:PROMPT_TOKENS]])
-        rest.append(tk.decode(tokenizer, ids[PROMPT_TOKENS:PROMPT_TOKENS + 128]))
-    return Passages(encode_passages(tokenizer, texts), prompts, rest)
+        ids = codec.encode(t)
+        prompts.append([*codec.start(), *ids[:PROMPT_TOKENS]])
+        rest.append(codec.decode(ids[PROMPT_TOKENS:PROMPT_TOKENS + 128]))
+    return Continuations(prompts, rest)
 
 
 @dataclass
 class Splits:
     benchmark: str
-    tokenizer: object
+    codec: Codec
     forget: QASplit
     retain: QASplit
-    wf: QASplit
-    ke: QASplit
-    forget_passages: Passages | None = None
-    holdout_passages: Passages | None = None
+    wf: QASplit | None = None  # TOFU's world facts
+    ke: QASplit | None = None  # TOFU's known entities (real authors)
+    verbmem: Continuations | None = None  # MUSE: forget passages' openings
+    mia_forget: Encoded | None = None  # MUSE: members (forget passages)
+    mia_holdout: Encoded | None = None  # MUSE: non-members (holdout passages)
     relearn: Encoded | None = None  # the attack's forget QA
     held_back: QASplit | None = None  # the other forget QA, measured after the attack
     max_new_tokens: int = 32
+    verbmem_new_tokens: int = 128
     cache: dict[str, object] = field(default_factory=dict)
 
 
-def splits(benchmark: str, corpus: cp.Corpus, tokenizer: object, forget: int,
-           relearn_attributes: int, max_new_tokens: int) -> Splits:
-    forget_ids = corpus.forget_splits[forget]
-    forget_qa = list(corpus.qa_of(forget_ids))
+def qa_splits(benchmark: str, codec: Codec, forget_qa: list[cp.QA], retain_qa: list[cp.QA],
+              relearn_attributes: int, max_new_tokens: int,
+              shots: Sequence[tuple[str, str]] = (),
+              retain_shots: Sequence[tuple[str, str]] | None = None) -> Splits:
+    """The forget and retain QA splits, and the relearning attack's split of the forget QA:
+    the questions of the first ``relearn_attributes`` attributes of every forget entity
+    are the attack's, the rest are held back and measured. ``shots`` (``retain_shots``):
+    in-context examples before the forget (retain) questions' greedy answers."""
     attributes = list(dict.fromkeys(q.attribute for q in forget_qa))[:relearn_attributes]
     attack = [q for q in forget_qa if q.attribute in attributes]
     rest = [q for q in forget_qa if q.attribute not in attributes]
-    s = Splits(benchmark, tokenizer,
-               QASplit.of(tokenizer, forget_qa, "paraphrased_answer"),
-               QASplit.of(tokenizer, list(corpus.qa_of(corpus.retain_eval[forget])),
-                          "paraphrased_answer"),
-               QASplit.of(tokenizer, list(corpus.world_facts), "answer"),
-               QASplit.of(tokenizer, list(corpus.known_entities), "answer"),
-               relearn=encode_qa(tokenizer, [q.question for q in attack],
-                                 [q.answer for q in attack]),
-               held_back=QASplit.of(tokenizer, rest, "paraphrased_answer"),
-               max_new_tokens=max_new_tokens)
+    if not attack or not rest:
+        raise ValueError(f"the relearning attack needs forget questions to train on and "
+                         f"others to measure: {len(attack)} and {len(rest)}")
+    return Splits(benchmark, codec, QASplit.of(codec, forget_qa, "paraphrased_answer", shots),
+                  QASplit.of(codec, retain_qa, "paraphrased_answer",
+                             shots if retain_shots is None else retain_shots),
+                  relearn=encode_qa(codec, [q.question for q in attack],
+                                    [q.answer for q in attack]),
+                  held_back=QASplit.of(codec, rest, "paraphrased_answer", shots),
+                  max_new_tokens=max_new_tokens)
+
+
+def splits(benchmark: str, corpus: cp.Corpus, codec: Codec, forget: int,
+           relearn_attributes: int, max_new_tokens: int) -> Splits:
+    """The generated corpus's evaluation splits for a forget split of ``forget`` entities."""
+    forget_ids = corpus.forget_splits[forget]
+    s = qa_splits(benchmark, codec, list(corpus.qa_of(forget_ids)),
+                  list(corpus.qa_of(corpus.retain_eval[forget])), relearn_attributes,
+                  max_new_tokens)
+    s.wf = QASplit.of(codec, list(corpus.world_facts), "answer")
+    s.ke = QASplit.of(codec, list(corpus.known_entities), "answer")
     if benchmark == "muse":
-        s.forget_passages = passages(tokenizer, [p.text for p in corpus.passages_of(forget_ids)])
-        s.holdout_passages = passages(tokenizer, [p.text for p in
-                                                  corpus.passages_of(corpus.holdout)])
+        forget_texts = [p.text for p in corpus.passages_of(forget_ids)]
+        s.verbmem = continuations(codec, forget_texts)
+        s.mia_forget = encode_passages(codec, forget_texts)
+        s.mia_holdout = encode_passages(codec, [p.text for p in
+                                                corpus.passages_of(corpus.holdout)])
     return s
 
 
 def _answers(model: nn.Module, params: Mapping[str, Tensor], s: Splits,
              split: QASplit) -> list[str]:
-    return [tk.decode(s.tokenizer, g)
-            for g in generate(model, params, split.prompts, s.max_new_tokens)]
+    return [s.codec.decode(g) for g in generate(model, params, split.prompts,
+                                                 s.max_new_tokens, s.codec.eos)]
 
 
 def truth_ratios(model: nn.Module, params: Mapping[str, Tensor], split: QASplit) -> np.ndarray:
+    assert split.perturbed is not None, "a truth ratio needs perturbed answers"
     base = score(model, params, split.base).normalized
     pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
     return mt.truth_ratios(pert, base)
@@ -136,11 +161,13 @@ def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
     out["forget_truth_ratio"] = float(mt.truth_ratio_forget(r_forget))
     out["extraction_strength"] = float(np.mean([
         mt.extraction_strength(p, t) for p, t in zip(f.predicted, f.target, strict=True)]))
-    for key, split in (("retain", s.retain), ("wf", s.wf), ("ke", s.ke)):
+    utility = _utility_splits(s)
+    for key, split in utility:
         a = score(model, params, split.answer).normalized
         if key == "retain":
             out[f"{key}_prob"] = float(mt.probability(a))
         else:
+            assert split.perturbed is not None
             pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
             out[f"{key}_prob"] = float(mt.probability_with_options(a, pert))
         out[f"{key}_truth_ratio"] = float(mt.truth_ratio_true_better(
@@ -148,7 +175,7 @@ def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
     if generate_answers:
         out["forget_rouge"] = float(np.mean(mt.rouge_l_recall(
             s.forget.answers, _answers(model, params, s, s.forget))))
-        for key, split in (("retain", s.retain), ("wf", s.wf), ("ke", s.ke)):
+        for key, split in utility:
             out[f"{key}_rouge"] = float(np.mean(mt.rouge_l_recall(
                 split.answers, _answers(model, params, s, split))))
         out["model_utility"] = float(mt.model_utility(
@@ -157,18 +184,25 @@ def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
     return out, r_forget
 
 
-def mink_scores(model: nn.Module, params: Mapping[str, Tensor], p: Passages) -> np.ndarray:
-    sc = score(model, params, p.full)
+def _utility_splits(s: Splits) -> list[tuple[str, QASplit]]:
+    if s.wf is None or s.ke is None:
+        raise ValueError("TOFU's utility needs the world facts and the known entities")
+    return [("retain", s.retain), ("wf", s.wf), ("ke", s.ke)]
+
+
+def mink_scores(model: nn.Module, params: Mapping[str, Tensor], passages: Encoded
+                ) -> np.ndarray:
+    sc = score(model, params, passages)
     return np.array([mt.min_k_score(t, k=MIN_K) for t in sc.token_logprobs])
 
 
 def muse(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> dict[str, float]:
     """MUSE's numbers of one model (×100 ROUGE-L F1), and its Min-40% membership AUC,
     forget passages against holdout passages."""
-    assert s.forget_passages is not None and s.holdout_passages is not None
-    gens = [tk.decode(s.tokenizer, g) for g in generate(
-        model, params, s.forget_passages.prompts, 128)]
-    out = {"verbmem_forget": float(np.mean(mt.rouge_l_f1(s.forget_passages.continuations,
+    assert s.verbmem is not None and s.mia_forget is not None and s.mia_holdout is not None
+    gens = [s.codec.decode(g) for g in generate(model, params, s.verbmem.prompts,
+                                                 s.verbmem_new_tokens, s.codec.eos)]
+    out = {"verbmem_forget": float(np.mean(mt.rouge_l_f1(s.verbmem.continuations,
                                                          gens)) * 100),
            "knowmem_forget": float(np.mean(mt.rouge_l_f1(
                s.forget.answers, _answers(model, params, s, s.forget))) * 100),
@@ -177,8 +211,8 @@ def muse(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> dict[str,
     # The membership AUC: P(a forget passage looks more familiar than a holdout one), i.e.
     # 1 − muse_bench's AUC, so that PrivLeak ≫ 0 means "still remembers" (open-unlearning's
     # sign; muse_bench's has the opposite one).
-    out["auc"] = 1.0 - float(mt.mia_auc(mink_scores(model, params, s.forget_passages),
-                                        mink_scores(model, params, s.holdout_passages)))
+    out["auc"] = 1.0 - float(mt.mia_auc(mink_scores(model, params, s.mia_forget),
+                                        mink_scores(model, params, s.mia_holdout)))
     return out
 
 
@@ -188,11 +222,12 @@ def relearn(model: nn.Module, params: Mapping[str, Tensor], attack: Encoded, *, 
     their answers), from the unlearned parameters. Deterministic: no sampling."""
     p = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
     opt = torch.optim.AdamW(p.values(), lr=lr, weight_decay=0.0)
-    ids = torch.from_numpy(attack.input_ids)
-    labels = torch.from_numpy(attack.labels)
-    mask = torch.from_numpy(attack.mask) > 0
+    device = next(iter(params.values())).device
+    ids, labels, attention = (torch.from_numpy(a).to(device) for a in (
+        attack.input_ids, attack.labels, attack.attention))
+    mask = torch.from_numpy(attack.mask).to(device) > 0
     for _ in range(steps):
-        logits = forward(model, p, ids, (ids != tk.PAD).long()).logits
+        logits = forward(model, p, ids, attention).logits
         loss = nn.functional.cross_entropy(logits[mask], labels[mask])
         opt.zero_grad(set_to_none=True)
         loss.backward()

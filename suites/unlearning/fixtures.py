@@ -23,6 +23,7 @@ import torch
 
 from harness import seeding
 from suites.unlearning import corpus as cp
+from suites.unlearning import text
 from suites.unlearning import tokenizer as tk
 from suites.unlearning.data import Encoded, concat, encode_passages, encode_qa
 from suites.unlearning.lm import train
@@ -39,6 +40,11 @@ def tokenizer(seed: int = 0) -> Any:
     return tk.build(corpus(seed))
 
 
+@lru_cache(maxsize=2)
+def codec(seed: int = 0) -> text.Codec:
+    return text.mini(tokenizer(seed))
+
+
 def model_config(config: dict[str, Any]) -> LMConfig:
     return LMConfig(vocab_size=tk.vocab_size(tokenizer(int(config.get("corpus_seed", 0)))),
                     d_model=int(config["d_model"]), layers=int(config["layers"]),
@@ -48,7 +54,7 @@ def model_config(config: dict[str, Any]) -> LMConfig:
 
 def training_set(config: dict[str, Any]) -> tuple[Encoded, np.ndarray]:
     """The sequences a model of this config learns, and which rows are passages."""
-    c, tok = corpus(int(config.get("corpus_seed", 0))), tokenizer(int(config.get(
+    c, tok = corpus(int(config.get("corpus_seed", 0))), codec(int(config.get(
         "corpus_seed", 0)))
     trained = [e.id for e in c.entities if e.id not in c.holdout]
     if config["train_on"] == "retain":
@@ -58,7 +64,7 @@ def training_set(config: dict[str, Any]) -> tuple[Encoded, np.ndarray]:
     parts = [encode_qa(tok, [q.question for q in qa], [q.answer for q in qa])]
     if config["benchmark"] == "muse":
         parts.append(encode_passages(tok, [p.text for p in c.passages_of(trained)]))
-    enc = concat(*parts) if len(parts) > 1 else parts[0]
+    enc = concat(*parts, pad=tok.pad) if len(parts) > 1 else parts[0]
     passages = np.zeros(len(enc), bool)
     passages[len(parts[0]):] = True
     return enc, passages

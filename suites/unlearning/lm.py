@@ -15,7 +15,6 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from suites.unlearning import tokenizer as tk
 from suites.unlearning.data import Encoded
 from suites.unlearning.model import TinyLM, forward
 
@@ -56,14 +55,15 @@ def _batches(groups: list[Tensor], batch_size: int, gen: torch.Generator) -> lis
             if len(batches[i])]
 
 
-def _counted_logits(model: nn.Module, params: Params, ids: Tensor, mask: Tensor) -> Tensor:
+def _counted_logits(model: nn.Module, params: Params, ids: Tensor, attention: Tensor,
+                    mask: Tensor) -> Tensor:
     """Logits at the counted positions only: the mini model applies its output head to
     those alone (half the positions of a QA pair), a Hugging Face model to all."""
     if isinstance(model, TinyLM):
         hidden = torch.func.functional_call(model, dict(params), (ids,), {
             "output_hidden_states": True, "return_logits": False}).hidden_states[-1]
         return _head(params, hidden[mask])
-    return forward(model, dict(params), ids, (ids != tk.PAD).long()).logits[mask]
+    return forward(model, dict(params), ids, attention).logits[mask]
 
 
 def _head(params: Params, hidden: Tensor) -> Tensor:
@@ -76,15 +76,19 @@ def _head(params: Params, hidden: Tensor) -> Tensor:
 @torch.inference_mode()
 def score(model: nn.Module, params: Params, enc: Encoded, chunk: int = 512) -> Scores:
     sums, counts, tokens, preds, targets = [], [], [], [], []
+    device = next(iter(params.values())).device
     for lo in range(0, len(enc), chunk):
-        ids = torch.from_numpy(enc.input_ids[lo:lo + chunk])
-        width = int((ids != tk.PAD).any(0).nonzero().max()) + 1  # trailing padding cut
-        ids = ids[:, :width]
-        labels = torch.from_numpy(enc.labels[lo:lo + chunk, :width])
-        mask = torch.from_numpy(enc.mask[lo:lo + chunk, :width]) > 0
-        logits = forward(model, dict(params), ids, (ids != tk.PAD).long()).logits.float()
-        logp = logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-        arg = logits.argmax(-1)
+        attention = torch.from_numpy(enc.attention[lo:lo + chunk])
+        width = int(attention.any(0).nonzero().max()) + 1  # trailing padding cut
+
+        def part(a: np.ndarray) -> Tensor:
+            return torch.from_numpy(a[lo:lo + chunk, :width]).to(device)  # noqa: B023
+
+        ids, labels, attention = part(enc.input_ids), part(enc.labels), part(enc.attention)
+        mask = part(enc.mask) > 0
+        logits = forward(model, dict(params), ids, attention).logits.float()
+        logp = logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1).cpu()
+        arg, labels, mask = logits.argmax(-1).cpu(), labels.cpu(), mask.cpu()
         for i in range(len(ids)):
             m = mask[i]
             tokens.append(logp[i][m].double().numpy())
@@ -120,18 +124,19 @@ def train(model: nn.Module, params: Params, enc: Encoded, *, seed: int, epochs: 
     warm = max(int(warmup_epochs * steps), 1)
     ids_all = torch.from_numpy(enc.input_ids)
     labels_all = torch.from_numpy(enc.labels)
+    attention_all = torch.from_numpy(enc.attention)
     mask_all = torch.from_numpy(enc.mask) > 0
     done, exact, accuracy = 0, 0.0, 0.0
     groups = [torch.from_numpy(np.flatnonzero(is_passage == g)) for g in (False, True)]
     for epoch in range(epochs):
         for rows in _batches(groups, batch_size, gen):
-            ids, labels, mask = ids_all[rows], labels_all[rows], mask_all[rows]
-            width = int(mask.any(0).nonzero().max()) + 2  # trailing padding skipped
-            ids, labels, mask = ids[:, :width], labels[:, :width], mask[:, :width]
+            width = int(mask_all[rows].any(0).nonzero().max()) + 2  # trailing padding cut
+            ids, labels, attention, mask = (a[rows, :width] for a in (
+                ids_all, labels_all, attention_all, mask_all))
             for group in opt.param_groups:
                 group["lr"] = lr * min(1.0, (done + 1) / warm)
-            loss = nn.functional.cross_entropy(_counted_logits(model, params, ids, mask),
-                                               labels[mask])
+            loss = nn.functional.cross_entropy(
+                _counted_logits(model, params, ids, attention, mask), labels[mask])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

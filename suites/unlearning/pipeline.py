@@ -15,11 +15,12 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from harness import fixtures, seeding
 from harness.objectives.loading import Objective
@@ -28,15 +29,21 @@ from harness.suite import CellResult, Suite, Variant
 from harness.train import ObjectiveRuntimeError, Paired, Shuffled, TrainConfig, train_members
 from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
-from suites.unlearning import tokenizer as tk
 from suites.unlearning.batch import lm_batch
-from suites.unlearning.data import Encoded, concat, encode_passages, encode_qa
-from suites.unlearning.fixtures import corpus, model_config, params_of, tokenizer
-from suites.unlearning.model import TinyLM, forward
+from suites.unlearning.data import (
+    FIELDS,
+    Encoded,
+    concat,
+    encode_chunks,
+    encode_passages,
+    encode_qa,
+)
+from suites.unlearning.fixtures import codec, corpus, model_config, params_of
+from suites.unlearning.model import LMConfig, TinyLM, forward
 from suites.unlearning.spec import FIXTURE_TRAINING, MODEL
+from suites.unlearning.text import Codec
 
 HOOK = "unlearning_loss"
-FIELDS = ("input_ids", "labels", "mask")
 
 
 @dataclass
@@ -50,6 +57,11 @@ class Private:
     fixtures: list[dict[str, str]]
     scope: str = ""  # what the evaluations depend on besides the models (the memo's key)
 
+    def to(self, device: str) -> None:
+        """The models on the judge's device (a real one evaluates on the GPU)."""
+        for models in (self.retain, self.replicas, self.targets):
+            models[:] = [{k: v.to(device) for k, v in m.items()} for m in models]
+
 
 def _fixture_config() -> dict[str, Any]:
     return {**MODEL, **FIXTURE_TRAINING}
@@ -59,7 +71,7 @@ class Unlearning(Pipeline):
     def fixtures(self, suite: Suite, variants: list[Variant],
                  seeds: list[int]) -> list[tuple[str, int | None, dict[str, Any] | None]]:
         needed: list[tuple[str, int | None, dict[str, Any] | None]] = []
-        for variant in variants:
+        for variant in [v for v in variants if not _released(v)]:
             f = int(variant.config["forget"])
             entries: list[tuple[str, int | None, dict[str, Any] | None]] = [
                 ("target", s, None) for s in seeds]
@@ -72,41 +84,13 @@ class Unlearning(Pipeline):
 
     def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
                 data_root: str | None = None, download: bool = False) -> list[Job]:
-        benchmark = suite.settings["benchmark"]
-        c, tok = corpus(0), tokenizer(0)
         jobs = []
         for variant in variants:
-            f = int(variant.config["forget"])
-            targets = [fixtures.load(suite, "target", s) for s in seeds]
-            retains = [fixtures.load(suite, "retain", s, {"forget": f}) for s in seeds]
-            replicas = ([fixtures.load(suite, "retain", None, {"forget": f, "replica": k})
-                         for k in range(int(suite.settings["replicas"]))]
-                        if benchmark == "tofu" else [])
-            forget_ids = c.forget_splits[f]
-            forget_set, idk = _forget_set(benchmark, c, tok, forget_ids)
-            retain_entities = [e.id for e in c.entities
-                               if e.id not in c.holdout and e.id not in set(forget_ids)]
-            retain_set = _retain_set(benchmark, c, tok, retain_entities)
-            target_params = [params_of(t.arrays) for t in targets]
-            width = int(MODEL["d_model"])
-            controls = np.stack([_control_vector(s, width) for s in seeds])
-            inputs = {**forget_set.arrays("forget"), **retain_set.arrays("retain"),
-                      **idk.arrays("idk"), "control_vector": controls,
-                      **{f"target.{k}": np.stack([p[k].numpy() for p in target_params])
-                         for k in target_params[0]}}
-            plan = {"seeds": list(seeds), "model": model_config(_fixture_config()).to_json(),
-                    "benchmark": benchmark}
-            splits = ev.splits(benchmark, c, tok, f, int(suite.settings["relearn_attributes"]),
-                               int(suite.settings["max_new_tokens"]))
-            keys = [{"target": t.key, "retain": r.key} for t, r in zip(targets, retains,
-                                                                       strict=True)]
-            scope = json.dumps({"suite": suite.name, "version": suite.base_version,
-                                "variant": dict(variant.config), "settings": dict(suite.settings),
-                                "replicas": [r.key for r in replicas]}, sort_keys=True)
-            private = Private(splits, [params_of(r.arrays) for r in retains],
-                              [params_of(r.arrays) for r in replicas], target_params, keys,
-                              scope)
-            jobs.append(Job([(variant.name, s) for s in seeds], inputs, plan, private))
+            if _released(variant):
+                # one job per seed: a real model is not stacked seeds × parameters
+                jobs += [_released_job(suite, variant, s, data_root, download) for s in seeds]
+            else:
+                jobs.append(_mini_job(suite, variant, seeds))
         return jobs
 
     def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
@@ -116,9 +100,11 @@ class Unlearning(Pipeline):
             raise ObjectiveRuntimeError(f"{objective.name} defines no {HOOK}: this suite "
                                         f"runs only unlearning objectives")
         hook = objective.bind(HOOK)
-        model = TinyLM(_lm_config(plan["model"]))
+        model = _model(plan["model"]).to(device)
         layer = _hidden_layer(objective, int(plan["model"]["layers"]),
                               int(suite.settings["hidden_layer"]))
+        if "path" in plan["model"]:
+            mode = "loop"  # one member, and a transformers model need not vmap
         seeds = [int(s) for s in plan["seeds"]]
         t = lambda k: torch.from_numpy(np.ascontiguousarray(inputs[k]))  # noqa: E731
         start = {k.removeprefix("target."): t(k) for k in inputs if k.startswith("target.")}
@@ -148,7 +134,8 @@ class Unlearning(Pipeline):
               device: str = "cpu") -> list[CellResult]:
         p: Private = job.private
         s = suite.settings
-        model = TinyLM(_lm_config(job.plan["model"]))
+        model = _model(job.plan["model"]).to(device)
+        p.to(device)
         epochs = int(s["epochs"])
         members = len(job.members)
         shapes = {k: tuple(v.shape) for k, v in p.targets[0].items()}
@@ -170,7 +157,7 @@ class Unlearning(Pipeline):
                                           diverged_step=int(diverged[i]), wall_time=per_cell,
                                           info=cell))
                 continue
-            trajectory = [{k: torch.from_numpy(np.ascontiguousarray(v[e, i]))
+            trajectory = [{k: torch.from_numpy(np.ascontiguousarray(v[e, i])).to(device)
                            for k, v in params.items()} for e in range(epochs)]
             if not all(torch.isfinite(x).all() for x in trajectory[-1].values()):
                 raise InvalidOutput("non-finite parameters after unlearning")
@@ -211,23 +198,21 @@ class _WithConstants:
 def _trimmed(batch: dict[str, Tensor]) -> dict[str, Tensor]:
     out = dict(batch)
     for prefix in [p for p in ("", "idk_") if f"{p}input_ids" in batch]:
-        ids = batch[f"{prefix}input_ids"]
-        used = (ids != tk.PAD).any(dim=0).any(dim=0).nonzero()
+        used = batch[f"{prefix}attention"].any(dim=0).any(dim=0).nonzero()
         width = int(used.max()) + 1 if len(used) else 1
         for f in FIELDS:
             out[f"{prefix}{f}"] = batch[f"{prefix}{f}"][..., :width]
     return out
 
 
-def _member_loss(model: TinyLM, hook: Callable[..., Tensor], wanted: set[str],
+def _member_loss(model: nn.Module, hook: Callable[..., Tensor], wanted: set[str],
                  layer: int) -> Callable[..., Tensor]:
     """One member's loss: its model's outputs on its forget and retain batches as
     :class:`LMBatch` es, and the context the hook names, computed only then."""
     need_hidden = bool(wanted & {"hidden_forget", "hidden_retain"})
 
     def run(params: dict[str, Tensor], b: dict[str, Tensor], prefix: str = ""):
-        ids = b[f"{prefix}input_ids"]
-        out = forward(model, params, ids, (ids != tk.PAD).long())
+        out = forward(model, params, b[f"{prefix}input_ids"], b[f"{prefix}attention"])
         batch = lm_batch(out.logits, b[f"{prefix}labels"], b[f"{prefix}mask"])
         return batch, out.hidden_states[layer + 1]
 
@@ -280,16 +265,141 @@ def _hidden_layer(objective: Objective, layers: int, default: int) -> int:
     return value
 
 
-def _lm_config(raw: Mapping[str, Any]):
-    from suites.unlearning.model import LMConfig
+def _model(spec: Mapping[str, Any]) -> nn.Module:
+    """The module a job's parameters run in: a real model's (``path``) or the mini one."""
+    if "path" in spec:
+        from suites.unlearning.pretrained import skeleton
 
-    return LMConfig(**{k: int(v) for k, v in raw.items()})
+        return skeleton(str(spec["path"]))
+    return TinyLM(LMConfig(**{k: int(v) for k, v in spec.items()}))
 
 
 # --- data -----------------------------------------------------------------------------
 
 
-def _forget_set(benchmark: str, c: Any, tok: Any, forget_ids: tuple[int, ...]
+def _released(variant: Variant) -> bool:
+    return variant.config.get("source") == "released"
+
+
+def _inputs(forget_set: Encoded, idk: Encoded, retain_set: Encoded,
+            targets: list[dict[str, Tensor]], controls: np.ndarray) -> dict[str, np.ndarray]:
+    return {**forget_set.arrays("forget"), **retain_set.arrays("retain"), **idk.arrays("idk"),
+            "control_vector": controls,
+            **{f"target.{k}": np.stack([p[k].numpy() for p in targets]) for k in targets[0]}}
+
+
+def _scope(suite: Suite, variant: Variant, extra: Any) -> str:
+    return json.dumps({"suite": suite.name, "version": suite.base_version,
+                       "variant": dict(variant.config), "settings": dict(suite.settings),
+                       "models": extra}, sort_keys=True)
+
+
+def _mini_job(suite: Suite, variant: Variant, seeds: list[int]) -> Job:
+    """Every seed of a generated-corpus variant: the seeds' cached target and retain models,
+    and (TOFU) the retain replicas."""
+    benchmark = suite.settings["benchmark"]
+    c, tok = corpus(0), codec(0)
+    f = int(variant.config["forget"])
+    targets = [fixtures.load(suite, "target", s) for s in seeds]
+    retains = [fixtures.load(suite, "retain", s, {"forget": f}) for s in seeds]
+    replicas = ([fixtures.load(suite, "retain", None, {"forget": f, "replica": k})
+                 for k in range(int(suite.settings["replicas"]))]
+                if benchmark == "tofu" else [])
+    forget_ids = c.forget_splits[f]
+    forget_set, idk = _forget_set(benchmark, c, tok, forget_ids)
+    retain_entities = [e.id for e in c.entities
+                       if e.id not in c.holdout and e.id not in set(forget_ids)]
+    retain_set = _retain_set(benchmark, c, tok, retain_entities)
+    target_params = [params_of(t.arrays) for t in targets]
+    controls = np.stack([_control_vector(s, int(MODEL["d_model"])) for s in seeds])
+    plan = {"seeds": list(seeds), "model": model_config(_fixture_config()).to_json(),
+            "benchmark": benchmark}
+    splits = ev.splits(benchmark, c, tok, f, int(suite.settings["relearn_attributes"]),
+                       int(suite.settings["max_new_tokens"]))
+    keys = [{"target": t.key, "retain": r.key} for t, r in zip(targets, retains, strict=True)]
+    private = Private(splits, [params_of(r.arrays) for r in retains],
+                      [params_of(r.arrays) for r in replicas], target_params, keys,
+                      _scope(suite, variant, [r.key for r in replicas]))
+    return Job([(variant.name, s) for s in seeds],
+               _inputs(forget_set, idk, retain_set, target_params, controls), plan, private)
+
+
+def _released_job(suite: Suite, variant: Variant, seed: int, data_root: str | None,
+                  download: bool) -> Job:
+    """One seed of a real variant: the released data and the target and retain models from
+    the data root (``variant.config`` names the folders), the same for every seed (the
+    seed orders the unlearning batches)."""
+    from harness.data import data_root as default_root
+    from suites.unlearning import pretrained, released
+
+    config = variant.config
+    root = Path(data_root or default_root())
+    where = {k: root / str(config[k]) for k in ("data", "target", "retain")}
+    if download:
+        for k, repo in (("data", config["data_repo"]), ("target", config["target_repo"]),
+                        ("retain", config["retain_repo"])):
+            if not where[k].is_dir():
+                released.fetch(str(repo), where[k], dataset=k == "data")
+    tok = pretrained.codec(where["target"], str(config.get("template", "auto")))
+    target = pretrained.params(where["target"], "target")
+    retain = pretrained.params(where["retain"], "retain", like=target)
+    shape = pretrained.describe(pretrained.skeleton(str(where["target"])))
+    benchmark = suite.settings["benchmark"]
+    share = float(config.get("relearn_share", 0.2))  # of the questions per forget entity
+    new_tokens = int(suite.settings["max_new_tokens"])
+    if benchmark == "tofu":
+        data = released.tofu(where["data"], int(config["forget"]))
+        questions = [q.question for q in data.forget]
+        forget_set = encode_qa(tok, questions, [q.answer for q in data.forget])
+        idk = encode_qa(tok, questions, [released.IDK[i % len(released.IDK)]
+                                         for i in range(len(questions))])
+        retain_set = encode_qa(tok, [q.question for q in data.retain_train],
+                               [q.answer for q in data.retain_train])
+        splits = ev.qa_splits("tofu", tok, data.forget, data.retain_eval,
+                              _attributes(data.forget, share), new_tokens)
+        splits.wf = ev.QASplit.of(tok, data.world_facts, "answer")
+        splits.ke = ev.QASplit.of(tok, data.real_authors, "answer")
+    else:
+        muse = released.muse(where["data"], str(config.get("corpus", "news")))
+        length = min(int(config.get("max_tokens", 2048)), shape["max_length"])
+        forget_set = encode_chunks(tok, muse.forget_texts, length)
+        retain_set = encode_chunks(tok, muse.retain_texts, length)
+        openings = [tok.decode(ids[:ev.PROMPT_TOKENS // 2])
+                    for ids in _rows(forget_set, skip=len(tok.start()))]
+        idk = encode_qa(tok, openings, [released.IDK[i % len(released.IDK)]
+                                        for i in range(len(openings))])
+        splits = ev.qa_splits("muse", tok, muse.forget_qa, muse.retain_qa,
+                              _attributes(muse.forget_qa, share), new_tokens,
+                              shots=muse.forget_shots, retain_shots=muse.retain_shots)
+        splits.verbmem = ev.Continuations(
+            [[*tok.start(), *tok.encode(prompt)] for prompt, _ in muse.verbmem],
+            [gt for _, gt in muse.verbmem])
+        splits.mia_forget = encode_passages(tok, muse.privleak_forget, limit=length)
+        splits.mia_holdout = encode_passages(tok, muse.privleak_holdout, limit=length)
+    controls = _control_vector(seed, shape["width"])[None]
+    plan = {"seeds": [seed], "benchmark": benchmark,
+            "model": {"path": str(where["target"]), "layers": shape["layers"]}}
+    models = {k: str(where[k]) for k in ("target", "retain")}
+    private = Private(splits, [retain], [], [target], [models],
+                      _scope(suite, variant, models))
+    return Job([(variant.name, seed)], _inputs(forget_set, idk, retain_set, [target], controls),
+               plan, private)
+
+
+def _attributes(qa: list[Any], share: float) -> int:
+    """How many of the forget QA's attributes (question positions) the relearning attack
+    trains on: ``share`` of them, at least one, never all."""
+    n = len({q.attribute for q in qa})
+    return min(max(1, round(share * n)), n - 1)
+
+
+def _rows(enc: Encoded, skip: int) -> list[list[int]]:
+    """Each sequence's real token ids after the first ``skip``."""
+    return [ids[skip:int(n)].tolist() for ids, n in zip(enc.input_ids,
+                                                         enc.attention.sum(1), strict=True)]
+
+
+def _forget_set(benchmark: str, c: Any, tok: Codec, forget_ids: tuple[int, ...]
                 ) -> tuple[Encoded, Encoded]:
     """What unlearning trains on, and the same questions (passage openings for passages)
     with an "I don't know" answer each (chosen by position, the same for every seed).
@@ -302,7 +412,8 @@ def _forget_set(benchmark: str, c: Any, tok: Any, forget_ids: tuple[int, ...]
     if benchmark == "muse":
         texts = [p.text for p in c.passages_of(forget_ids)]
         openings = [" ".join(t.split()[:ev.PROMPT_TOKENS // 2]) for t in texts]
-        forget = concat(encode_passages(tok, texts), encode_qa(tok, questions, answers))
+        forget = concat(encode_passages(tok, texts), encode_qa(tok, questions, answers),
+                        pad=tok.pad)
         questions = openings + questions
     else:
         forget = encode_qa(tok, questions, answers)
@@ -310,12 +421,13 @@ def _forget_set(benchmark: str, c: Any, tok: Any, forget_ids: tuple[int, ...]
     return forget, idk
 
 
-def _retain_set(benchmark: str, c: Any, tok: Any, entities: list[int]) -> Encoded:
+def _retain_set(benchmark: str, c: Any, tok: Codec, entities: list[int]) -> Encoded:
     qa = list(c.qa_of(entities))
     answers = encode_qa(tok, [q.question for q in qa], [q.answer for q in qa])
     if benchmark == "tofu":
         return answers
-    return concat(encode_passages(tok, [p.text for p in c.passages_of(entities)]), answers)
+    return concat(encode_passages(tok, [p.text for p in c.passages_of(entities)]), answers,
+                  pad=tok.pad)
 
 
 def _array(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -345,7 +457,7 @@ def _memo(p: Private, what: str, i: int, compute: Callable[[], Any]) -> Any:
     return _EVALUATED[key]
 
 
-def _tofu_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, Tensor]],
+def _tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str, Tensor]],
                  s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
     sp = p.splits
     target, r_target = _memo(p, "target", i, lambda: ev.tofu(model, p.targets[i], sp))
@@ -383,7 +495,7 @@ def _tofu_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, T
     return metrics, curves
 
 
-def _muse_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, Tensor]],
+def _muse_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str, Tensor]],
                  s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
     sp = p.splits
     target = _memo(p, "target", i, lambda: ev.muse(model, p.targets[i], sp))
@@ -406,7 +518,7 @@ def _muse_member(model: TinyLM, p: Private, i: int, trajectory: list[dict[str, T
     return metrics, curves
 
 
-def _relearning(model: TinyLM, p: Private, i: int, unlearned: dict[str, Tensor],
+def _relearning(model: nn.Module, p: Private, i: int, unlearned: dict[str, Tensor],
                 s: Mapping[str, Any], measure: Callable[..., float],
                 names: tuple[str, str]) -> dict[str, float]:
     """The relearning attack from the unlearned model: ``measure`` (what the held-back

@@ -47,7 +47,8 @@ EPOCH_AXIS = Axis("unlearning epoch")
 
 def fixtures(benchmark: str) -> tuple[Fixture, ...]:
     code = ("suites.unlearning.corpus", "suites.unlearning.tokenizer",
-            "suites.unlearning.data", "suites.unlearning.lm", "suites.unlearning.model")
+            "suites.unlearning.data", "suites.unlearning.lm", "suites.unlearning.model",
+            "suites.unlearning.text")
     base = {"benchmark": benchmark, **MODEL, **FIXTURE_TRAINING}
     return (Fixture("target", "suites.unlearning.fixtures:build_model",
                     {**base, "train_on": "full"}, code=code),

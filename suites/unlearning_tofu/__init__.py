@@ -95,6 +95,23 @@ def _variant(forget: int) -> Variant:
                    f"mini-TOFU: forget {forget} of 100 authors ({20 * forget} QA)")
 
 
+MODEL_REPO = "open-unlearning/tofu_Llama-3.2-1B-Instruct"
+
+
+def _released(forget: int) -> Variant:
+    """The released TOFU and a model fine-tuned on it, from the data root (README.md)."""
+    retain = f"retain{100 - forget}"
+    return Variant(
+        f"tofu/forget{forget:02d}",
+        {"benchmark": "tofu", "forget": forget, "source": "released",
+         "data": "unlearning/tofu", "data_repo": "locuslab/TOFU",
+         "target": "unlearning/tofu-target", "target_repo": f"{MODEL_REPO}_full",
+         "retain": f"unlearning/tofu-{retain}", "retain_repo": f"{MODEL_REPO}_{retain}",
+         "template": "auto", "relearn_share": 0.2},
+        f"TOFU forget{forget:02d} with a Llama fine-tuned on it ({retain} model as the "
+        f"reference); real data", default=False, queue="gpu")
+
+
 SUITE = Suite(
     name="unlearning-tofu",
     version="1.0",
@@ -105,7 +122,7 @@ SUITE = Suite(
     headline="score",
     metrics=METRICS,
     anchors={"score": Anchors(worst=0.0, best=1.0)},
-    variants=(_variant(5), _variant(10)),
+    variants=(_variant(5), _variant(10), _released(5), _released(10)),
     pipeline="suites.unlearning.pipeline:Unlearning",
     shared_code=("suites.unlearning",),
     baselines=BASELINES,
