@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from suites.unlearning import tokenizer as tk
+
 PLAIN_QUESTION, PLAIN_ANSWER = "Question: ", "\nAnswer:"
 
 
@@ -45,7 +47,7 @@ class Codec:
         """What greedy decoding continues to answer ``question``, after the in-context
         examples ``shots`` (MUSE's KnowMem prompts)."""
         if self.format == "mini":
-            return [*self.start(), *self.encode(f"question: {question} answer:")]
+            return [*self.start(), *self.encode(f"{tk.QUESTION} {question} {tk.ANSWER}")]
         if self.format == "chat":
             turns: list[dict[str, str]] = []
             for q, a in shots:
@@ -66,8 +68,6 @@ class Codec:
 
 def mini(tokenizer: Any) -> Codec:
     """The word-level tokenizer of the generated corpus (ids 0-2: pad, bos, eos)."""
-    from suites.unlearning import tokenizer as tk
-
     return Codec(tokenizer, tk.BOS, tk.EOS, tk.PAD, "mini")
 
 
