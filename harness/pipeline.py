@@ -164,7 +164,7 @@ def run_in_process(suite: Suite, objective: Objective, variants: list[Variant],
             results += failed(job, output.error, output.reason)
             continue
         try:
-            results += steps.judge(suite, job, output)
+            results += steps.judge(suite, job, output, device=options.get("device", "cpu"))
         except InvalidOutput as exc:  # e.g. a post-hoc hook's output the judge refuses
             results += failed(job, str(exc), "invalid-output")
     return results

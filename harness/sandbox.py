@@ -87,7 +87,7 @@ def _run_job(steps: Pipeline, suite: Suite, job: Job, code: str, filename: str,
             servers.start()
             out = steps.train(suite, servers.objective(), dict(job.inputs), dict(job.plan),
                               device=device, mode="vmap")
-            results = steps.judge(suite, job, out)
+            results = steps.judge(suite, job, out, device=device)
         except ObjectiveRuntimeError as exc:
             reason, error = _failure(exc.__cause__ or exc)
         except (ServerEnded, RemoteError, ValueError) as exc:

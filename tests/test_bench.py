@@ -77,3 +77,11 @@ def test_unlearning_model_smoke(tmp_path):
     assert data["tinylm"]["ratio_to_tinylm"] == 1.0
     assert all(r["step_ms"] > 0 and r["loop5_ms"] > 0 for r in data.values())
     assert data["tinylm"]["vmap5_ms"] is not None  # the suites rely on vmapping it
+
+
+def test_unlearning_decode_smoke(tmp_path):
+    report = tmp_path / "report.json"
+    _bench("unlearning_decode.py", "--smoke", "--json", str(report))
+    data = json.loads(report.read_text())
+    assert set(data) == {"tinylm", "llama"}
+    assert all(r["naive_s"] > 0 and r["cached_s"] > 0 for r in data.values())

@@ -238,6 +238,20 @@ def test_long_documents_are_cut_into_windows_with_every_token_counted():
     assert enc.mask.sum() == len(ids)  # every token, each predicted from the one before
 
 
+def test_cached_decoding_gives_the_tokens_of_the_whole_prefix(root):
+    """The judge's key-value cache changes the cost, not the answers, on a real model."""
+    from suites.unlearning.decode import generate
+
+    folder = root / "unlearning" / "tofu-target"
+    model, codec = pretrained.skeleton(str(folder)), pretrained.codec(folder)
+    params = pretrained.params(folder, "target")
+    data = released.tofu(FILES / "tofu", 10)
+    prompts = [codec.prompt(q.question) for q in data.forget[:12] + data.world_facts]
+    cached = generate(model, params, prompts, 24, codec.eos, chunk=5)
+    assert cached == generate(model, params, prompts, 24, codec.eos, cache=False)
+    assert any(cached) and all(codec.eos not in c for c in cached)
+
+
 # --- the whole pipeline on tiny models ----------------------------------------------------
 
 
@@ -381,3 +395,26 @@ def test_a_sandboxed_loss_trains_a_real_model_as_in_process(root):
     assert boxed.status == "ok", (boxed.status, boxed.error)
     for name in ("forget_prob", "model_utility", "forget_quality", "relearn_forget_prob"):
         assert boxed.metrics[name] == pytest.approx(local.metrics[name], rel=1e-6), name
+
+
+def test_the_judge_evaluates_on_the_device_the_cells_trained_on(root, monkeypatch):
+    """A real model is evaluated where it trained (a GPU worker's judge must not decode a
+    1B model on the CPU): both runners hand their device to the judge."""
+    from harness.sandbox import run_cells_sandboxed
+    from suites.unlearning.pipeline import Unlearning
+
+    seen = []
+    judge = Unlearning.judge
+
+    def spy(self, suite, job, output, **kwargs):
+        seen.append(kwargs.get("device"))
+        return judge(self, suite, job, output, **kwargs)
+
+    monkeypatch.setattr(Unlearning, "judge", spy)
+    suite = short("unlearning-tofu")
+    suite.run_cells(load_objective("target"), ["tofu/forget10"], [0], data_root=str(root),
+                    device="cpu")
+    code = "def unlearning_loss(forget, retain):\n    return forget.seq_logprobs.mean() * 0\n"
+    run_cells_sandboxed(suite, code, "zero.py", {}, ["tofu/forget10"], [0], device="cpu",
+                        data_root=str(root))
+    assert seen == ["cpu", "cpu"]

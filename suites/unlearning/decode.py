@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from suites.unlearning.model import forward
-
 
 @torch.no_grad()
 def generate(model: nn.Module, params: Mapping[str, Tensor], prompts: list[list[int]],
-             max_new: int, eos: int, chunk: int = 256) -> list[list[int]]:
+             max_new: int, eos: int, chunk: int = 256, cache: bool = True) -> list[list[int]]:
     """Greedy continuations (``do_sample=False``), cut before ``eos``. Prompts of one
     length decode together (at most ``chunk`` at a time), so no padding ever sits inside a
-    sequence."""
+    sequence. ``cache``: each step feeds only the new token, with the keys and values of
+    the ones before (the mini model and a ``transformers`` model alike); without it every
+    step recomputes the whole prefix (the same tokens; bench/unlearning_decode.py)."""
     out: list[list[int]] = [[] for _ in prompts]
     by_length: dict[int, list[int]] = {}
     for i, p in enumerate(prompts):
@@ -26,19 +27,38 @@ def generate(model: nn.Module, params: Mapping[str, Tensor], prompts: list[list[
         for lo in range(0, len(same), chunk):
             rows = same[lo:lo + chunk]
             ids = torch.tensor([prompts[i] for i in rows], dtype=torch.long, device=device)
-            done = torch.zeros(len(rows), dtype=torch.bool, device=device)
-            for _ in range(min(max_new, limit - length)):
-                logits = forward(model, dict(params), ids, torch.ones_like(ids)).logits
-                nxt = logits[:, -1].argmax(-1)
-                nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
-                done |= nxt == eos
-                ids = torch.cat([ids, nxt[:, None]], dim=1)
-                if done.all():
-                    break
+            new = _greedy(model, dict(params), ids, min(max_new, limit - length), eos, cache)
             for r, i in enumerate(rows):
-                new = ids[r, length:].tolist()
-                out[i] = new[:new.index(eos)] if eos in new else new
+                tokens = new[r].tolist()
+                out[i] = tokens[:tokens.index(eos)] if eos in tokens else tokens
     return out
+
+
+def _greedy(model: nn.Module, params: dict[str, Tensor], ids: Tensor, steps: int, eos: int,
+            cache: bool) -> Tensor:
+    """Up to ``steps`` greedy tokens after ``ids`` ``[B, t]``; a finished row repeats
+    ``eos``; stops when every row has finished."""
+    done = torch.zeros(len(ids), dtype=torch.bool, device=ids.device)
+    new: list[Tensor] = []
+    past: Any = None
+    feed = ids
+    for _ in range(steps):
+        seen = ids.shape[1] + len(new) - feed.shape[1]  # positions already in the cache
+        out = torch.func.functional_call(model, params, (), {
+            "input_ids": feed, "attention_mask": torch.ones(
+                len(ids), seen + feed.shape[1], dtype=torch.long, device=ids.device),
+            "past_key_values": past, "use_cache": cache})
+        nxt = torch.where(done, torch.full_like(done, eos, dtype=torch.long),
+                          out.logits[:, -1].argmax(-1))
+        done |= nxt == eos
+        new.append(nxt)
+        if done.all():
+            break
+        if cache:
+            past, feed = out.past_key_values, nxt[:, None]
+        else:
+            feed = torch.cat([ids, torch.stack(new, dim=1)], dim=1)
+    return torch.stack(new, dim=1) if new else ids.new_empty(len(ids), 0)
 
 
 def _max_length(model: nn.Module) -> int:

@@ -55,10 +55,11 @@ def _batches(groups: list[Tensor], batch_size: int, gen: torch.Generator) -> lis
             if len(batches[i])]
 
 
-def _counted_logits(model: nn.Module, params: Params, ids: Tensor, attention: Tensor,
+def counted_logits(model: nn.Module, params: Params, ids: Tensor, attention: Tensor,
                     mask: Tensor) -> Tensor:
-    """Logits at the counted positions only: the mini model applies its output head to
-    those alone (half the positions of a QA pair), a Hugging Face model to all."""
+    """Logits at the ``mask`` positions only ``[n, V]``: the mini model applies its output
+    head to those alone (half the positions of a QA pair, the last one when decoding), a
+    Hugging Face model to all."""
     if isinstance(model, TinyLM):
         hidden = torch.func.functional_call(model, dict(params), (ids,), {
             "output_hidden_states": True, "return_logits": False}).hidden_states[-1]
@@ -86,17 +87,20 @@ def score(model: nn.Module, params: Params, enc: Encoded, chunk: int = 512) -> S
 
         ids, labels, attention = part(enc.input_ids), part(enc.labels), part(enc.attention)
         mask = part(enc.mask) > 0
-        logits = forward(model, dict(params), ids, attention).logits.float()
-        logp = logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1).cpu()
-        arg, labels, mask = logits.argmax(-1).cpu(), labels.cpu(), mask.cpu()
-        for i in range(len(ids)):
-            m = mask[i]
-            tokens.append(logp[i][m].double().numpy())
-            preds.append(arg[i][m].numpy())
-            targets.append(labels[i][m].numpy())
-        sums.append((logp.double() * mask).sum(-1).numpy())
-        counts.append(mask.sum(-1).numpy())
-    return Scores(np.concatenate(sums), np.concatenate(counts).astype(np.float64), tokens,
+        # the counted positions only, row by row (boolean indexing is row-major)
+        logits = counted_logits(model, params, ids, attention, mask).float()
+        target = labels[mask]
+        logp = logits.log_softmax(-1).gather(-1, target[:, None]).squeeze(-1).double().cpu()
+        arg, target = logits.argmax(-1).cpu(), target.cpu()
+        count = mask.sum(-1).cpu()
+        ends = count.cumsum(0).tolist()
+        for start, end in zip([0, *ends[:-1]], ends, strict=True):
+            tokens.append(logp[start:end].numpy())
+            preds.append(arg[start:end].numpy())
+            targets.append(target[start:end].numpy())
+            sums.append(float(logp[start:end].sum()))
+        counts.append(count.numpy())
+    return Scores(np.array(sums, np.float64), np.concatenate(counts).astype(np.float64), tokens,
                   preds, targets)
 
 
@@ -136,7 +140,7 @@ def train(model: nn.Module, params: Params, enc: Encoded, *, seed: int, epochs: 
             for group in opt.param_groups:
                 group["lr"] = lr * min(1.0, (done + 1) / warm)
             loss = nn.functional.cross_entropy(
-                _counted_logits(model, params, ids, attention, mask), labels[mask])
+                counted_logits(model, params, ids, attention, mask), labels[mask])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -35,9 +35,13 @@ class LMConfig:
         return asdict(self)
 
 
+Cache = tuple[tuple[Tensor, Tensor], ...]  # per block: keys and values [B, H, T, D/H]
+
+
 class Output(NamedTuple):
     logits: Tensor  # [B, T, V]
     hidden_states: tuple[Tensor, ...]  # layers + 1 of [B, T, D]
+    past_key_values: Cache | None = None  # with use_cache: every position's keys and values
 
 
 class Block(nn.Module):
@@ -50,18 +54,23 @@ class Block(nn.Module):
         self.up = nn.Linear(c.d_model, c.mlp)
         self.down = nn.Linear(c.mlp, c.d_model)
 
-    def forward(self, x: Tensor, causal: Tensor) -> Tensor:
+    def forward(self, x: Tensor, causal: Tensor, past: tuple[Tensor, Tensor] | None = None
+                ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """The block's output for the new positions ``x`` (after ``past``'s keys and
+        values when decoding), and the keys and values of every position so far."""
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         shape = (b, t, self.heads, d // self.heads)
         q, k, v = (z.reshape(shape).transpose(1, 2) for z in (q, k, v))
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
         # Written out rather than F.scaled_dot_product_attention: the same numbers under
         # vmap and in a loop, on every backend.
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // self.heads)
         scores = scores.masked_fill(~causal, float("-inf"))
         att = scores.softmax(dim=-1) @ v
         x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
-        return x + self.down(F.gelu(self.up(self.ln2(x))))
+        return x + self.down(F.gelu(self.up(self.ln2(x)))), (k, v)
 
 
 class TinyLM(nn.Module):
@@ -86,19 +95,27 @@ class TinyLM(nn.Module):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 output_hidden_states: bool = False, return_logits: bool = True,
+                past_key_values: Cache | None = None, use_cache: bool = False,
                 **_: Any) -> Output:
+        """As a Hugging Face causal LM: ``use_cache`` also returns every position's keys and
+        values, which a later call given them as ``past_key_values`` continues from (greedy
+        decoding feeds one new token at a time)."""
         # Right padding only: the causal mask keeps every real token from seeing the pads
         # after it, so the attention mask is not needed (accepted for the HF signature).
         t = input_ids.shape[-1]
-        positions = torch.arange(t, device=input_ids.device)
+        start = 0 if past_key_values is None else past_key_values[0][0].shape[2]
+        positions = torch.arange(start, start + t, device=input_ids.device)
         x = self.embed(input_ids) + self.position(positions)
-        causal = torch.ones(t, t, dtype=torch.bool, device=input_ids.device).tril()
-        hidden = [x]
-        for block in self.blocks:
-            x = block(x, causal)
+        causal = torch.ones(t, start + t, dtype=torch.bool,
+                            device=input_ids.device).tril(diagonal=start)
+        hidden, cache = [x], []
+        for i, block in enumerate(self.blocks):
+            x, kv = block(x, causal, None if past_key_values is None else past_key_values[i])
             hidden.append(x)
+            cache.append(kv)
         # return_logits=False: a caller that needs the logits of a few positions only
-        return Output(self.head(x) if return_logits else x.new_empty(0), tuple(hidden))
+        return Output(self.head(x) if return_logits else x.new_empty(0), tuple(hidden),
+                      tuple(cache) if use_cache else None)
 
     def head(self, hidden: Tensor) -> Tensor:
         """Logits from the last block's output (tied to the token embedding): training
