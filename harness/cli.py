@@ -314,7 +314,8 @@ def _print_tables(suite, variants, versions, args) -> int:
             r for r in rows if r.track == track.name or r.objective == suite.reference]
         found.append(variant_tables(part, headline=headline.name,
                                     higher_is_better=headline.higher_is_better,
-                                    reference=suite.reference, secondary=secondary))
+                                    reference=suite.reference, secondary=secondary,
+                                    min_seeds=suite.min_seeds))
         shown_columns.append(secondary)
     tables, order, columns, drawn = {}, [], {}, []
     for v in variants or [v.name for v in suite.variants]:

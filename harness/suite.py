@@ -347,6 +347,9 @@ class Suite:
     # Packages outside the suite's own folder that its code imports (code two suites share,
     # e.g. ``suites.unlearning``): the sandbox makes them readable as it does the folder.
     shared_code: tuple[str, ...] = ()
+    # Below this many seeds a row shows its values only: no interval, no verdict (the t
+    # interval of 2 seeds is mean ± 12.7·s/√2; harness/stats.py).
+    min_seeds: int = 3
 
     def __post_init__(self) -> None:
         _check(self)
@@ -442,6 +445,8 @@ def _check(s: Suite) -> None:
 
     if not s.hooks:
         fail("declares no hook")
+    if s.min_seeds < 2:
+        fail(f"min_seeds must be at least 2 (one seed has no interval), got {s.min_seeds}")
     metric_names = [m.name for m in s.metrics]
     if len(set(metric_names)) != len(metric_names):
         fail("metric names repeat")

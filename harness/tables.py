@@ -9,6 +9,7 @@ several variants: the mean of its per-variant headline means and its worst varia
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -87,38 +88,50 @@ def across_variants(rows: Iterable[CellRow], variants: list[str], *, headline: s
 
 
 def variant_tables(rows: Iterable[CellRow], *, headline: str, higher_is_better: bool,
-                   reference: str, secondary: tuple[str, ...] = ()) -> dict[str, list[TableRow]]:
-    """{variant: rows sorted best first} from tidy cell rows."""
+                   reference: str, secondary: tuple[str, ...] = (),
+                   min_seeds: int = 3) -> dict[str, list[TableRow]]:
+    """{variant: rows sorted best first} from tidy cell rows. A row with fewer than
+    ``min_seeds`` seeds shows its values only: no interval, no verdict, no ★."""
     by_variant: dict[str, dict[str, list[CellRow]]] = {}
     for r in rows:
         by_variant.setdefault(r.variant, {}).setdefault(r.objective, []).append(r)
-    return {v: _table(objs, headline, higher_is_better, reference, secondary)
+    return {v: _table(objs, headline, higher_is_better, reference, secondary, min_seeds)
             for v, objs in by_variant.items()}
 
 
 def _table(objs: dict[str, list[CellRow]], headline: str, higher: bool, reference: str,
-           secondary: tuple[str, ...]) -> list[TableRow]:
+           secondary: tuple[str, ...], min_seeds: int) -> list[TableRow]:
     scores = {name: _scores(cells, headline) for name, cells in objs.items()}
     rows = []
     for name, cells in objs.items():
         ok = [c for c in cells if c.status == "ok"]
-        row = TableRow(
+        rows.append(TableRow(
             objective=name, seeds=len(ok),
             diverged=sum(c.status == "diverged" for c in cells),
             failed=sum(c.status not in ("ok", "diverged") for c in cells),
-            summary=stats.summarize(list(scores[name].values())),
+            summary=stats.summarize(list(scores[name].values()), min_seeds=min_seeds),
             secondary={m: _mean(ok, m) for m in secondary},
-            is_reference=name == reference)
-        if reference in scores and name != reference:
-            row.vs_reference = _compare(scores[name], scores[reference], higher)
-        rows.append(row)
+            is_reference=name == reference))
+    if reference in scores:  # every objective against the reference: one Holm family
+        versus = stats.holm_adjust({r.objective: _compare(scores[r.objective],
+                                                          scores[reference], higher, min_seeds)
+                                    for r in rows if r.objective != reference})
+        for r in rows:
+            r.vs_reference = versus.get(r.objective)
     sign = 1 if higher else -1
-    finished = [r for r in rows if r.seeds]
-    if finished:
-        best = max(finished, key=lambda r: sign * r.summary.mean)
-        for r in finished:
-            cmp = _compare(scores[r.objective], scores[best.objective], higher)
-            r.tied_with_best = r is best or (cmp is not None and not cmp.distinguishable)
+    # ★: the best of the rows with enough seeds, and those the Holm-corrected family of
+    # comparisons with it cannot tell apart; a row with too few seeds gets no verdict
+    judged = [r for r in rows if r.seeds >= min_seeds]
+    if judged:
+        best = max(judged, key=lambda r: sign * r.summary.mean)
+        against = stats.holm_adjust({r.objective: _compare(scores[r.objective],
+                                                           scores[best.objective], higher,
+                                                           min_seeds)
+                                     for r in judged if r is not best})
+        for r in judged:
+            cmp = against.get(r.objective)
+            r.tied_with_best = r is best or (
+                cmp is not None and not math.isnan(cmp.p_value) and not cmp.distinguishable)
     return sorted(rows, key=lambda r: (not r.seeds, -sign * r.summary.mean
                                        if r.seeds else 0, r.objective))
 
@@ -128,12 +141,13 @@ def _scores(cells: list[CellRow], metric: str) -> dict[int, float]:
             if c.status == "ok" and metric in c.metrics and np.isfinite(c.metrics[metric])}
 
 
-def _compare(x: dict[int, float], y: dict[int, float], higher: bool) -> stats.Comparison | None:
+def _compare(x: dict[int, float], y: dict[int, float], higher: bool,
+             min_seeds: int = 2) -> stats.Comparison | None:
     common = sorted(set(x) & set(y))
     if len(common) < 2:
         return None
     return stats.compare_paired([x[s] for s in common], [y[s] for s in common],
-                                higher_is_better=higher)
+                                higher_is_better=higher, min_seeds=min_seeds)
 
 
 def _mean(cells: list[CellRow], metric: str) -> float:

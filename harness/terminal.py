@@ -60,8 +60,9 @@ def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[Tabl
         for r in tables[v]:
             table.add_row(*_cells(r, head, [suite.metric(m) for m in secondary]))
         console.print(table)
-    notes = ["★ tied with the best (paired-bootstrap 95% CI of the difference includes 0)",
-             f"~ not distinguishable from {suite.reference} (same test)",
+    notes = ["★ tied with the best (paired t-test, Holm-corrected over the objectives shown)",
+             f"~ not distinguishable from {suite.reference} (the same, Holm-corrected)",
+             f"no CI and no verdict below {suite.min_seeds} seeds",
              f"P(>{suite.reference}) = probability of improvement over paired seeds",
              f"better than {suite.reference}: mean paired improvement (negative = worse)",
              "div = diverged seeds (excluded from the mean)"]

@@ -83,8 +83,8 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
     unit = " (\\%)" if headline.percent else ""
     note = (f"{_tex(suite.name)} v{_tex(suite.version)}, {_tex(headline.label)}{unit}, "
             f"{headline.better} is better: mean over seeds {ci_word} "
-            "(percentile bootstrap). \\textbf{Bold}: best; $^\\dagger$: tied with the best "
-            "(paired 95\\% CI of the difference contains 0).")
+            "(Student-t). \\textbf{Bold}: best; $^\\dagger$: tied with the best "
+            "(paired t-test, Holm-corrected over the objectives compared).")
     lines = ["% Objective Harness export; needs \\usepackage{booktabs}", "\\begin{table}[t]",
              "\\centering", "\\small"]
     if len(tables) == 1:

@@ -80,10 +80,14 @@ def page_of(item: str, what: str) -> dict:
 COMPARISON = obj({
     "prob_improvement": {**NUM_OR_NULL, "description": "P(this objective beats the reference) "
                          "over seed pairs; 0.5 = no difference"},
-    "distinguishable": {**BOOL, "description": "the 95% CI of the paired difference excludes 0"},
+    "distinguishable": {**BOOL, "description": "p_holm < 0.05: the paired t-test, "
+                        "Holm-corrected over the objectives of the table"},
 }, {
     "n_pairs": INT, "prob_ci_low": NUM_OR_NULL, "prob_ci_high": NUM_OR_NULL,
     "mean_diff": NUM_OR_NULL, "diff_ci_low": NUM_OR_NULL, "diff_ci_high": NUM_OR_NULL,
+    "p_value": {**NUM_OR_NULL, "description": "two-sided paired t-test of mean_diff = 0 "
+                "(null below the suite's minimum of seeds)"},
+    "p_holm": {**NUM_OR_NULL, "description": "p_value, Holm-corrected"},
 }, description="Paired-seed comparison with the suite's reference objective "
                "(positive mean_diff = better, whatever the metric's direction).", extra=True)
 
@@ -97,7 +101,8 @@ TABLE_ROW = obj({
     "failed": INT,
     "mean": NUM_OR_NULL,
     "std": NUM_OR_NULL,
-    "ci_low": {**NUM_OR_NULL, "description": "95% percentile-bootstrap CI of the mean"},
+    "ci_low": {**NUM_OR_NULL, "description": "95% Student-t CI of the mean (null below the "
+                                             "suite's minimum of seeds)"},
     "ci_high": NUM_OR_NULL,
     "iqm": NUM_OR_NULL,
     "secondary": mapping(NUM_OR_NULL, "mean over seeds of each other metric"),
@@ -321,7 +326,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "/api/suites/{name}", "api-suite", "One suite with its leaderboard tables",
         "The suite and, per variant, the leaderboard table: mean over seeds with its 95% "
-        "bootstrap CI, seed and divergence counts, per-seed values and the paired "
+        "Student-t CI, seed and divergence counts, per-seed values and the paired "
         "comparison with the reference. Default: every default variant that has results.",
         "SuiteDetail",
         params=(Param("name", "path", STR, "suite name", required=True),

@@ -73,10 +73,9 @@ def objective_profile(slug: str, viewer=None, *,
 
 def _build_profile(obj: Objective, suites: list[Suite],
                    fps: dict[tuple[str, str], str]) -> dict:
-    """Per suite, the objective's rows of every variant table it is in, computed from the
-    rows of the objective, the reference and each variant's best only (ties and the
-    comparison with the reference need no other row; ranks need only the means), so a
-    profile never waits for every variant table of the suite."""
+    """Per suite, the objective's rows of every variant table it is in: the whole tables'
+    rows (the verdicts are Holm-corrected over every objective of a table, so no row can
+    be computed from a few others), ranks from the means."""
     done: dict[tuple[str, str], set[str]] = {}
     for suite_name, version, variant in (Cell.objects.filter(
             version__objective=obj, status__in=Cell.FINISHED)
@@ -90,7 +89,6 @@ def _build_profile(obj: Objective, suites: list[Suite],
             continue
         versions, ref = table_versions(suite)
         labels = storage.version_labels(versions)
-        own = [v for v in versions if v.objective_id == obj.pk]
         sign = 1 if suite.headline_metric.higher_is_better else -1
         means = {vid: {name: float(np.mean(list(seeds.values())))
                        for name, seeds in per.items()}
@@ -99,12 +97,7 @@ def _build_profile(obj: Objective, suites: list[Suite],
             suite=suite.name, suite_version=suite.version, status__in=Cell.FINISHED,
             variant__in=variants, version__in=[v.pk for v in versions])
             .values_list("variant").order_by().annotate(n=Count("version", distinct=True)))
-        keep = {v.pk for v in own} | ({ref.pk} if ref else set())
-        for name in variants:
-            scored = [(sign * m[name], vid) for vid, m in means.items() if name in m]
-            if scored:
-                keep.add(max(scored)[1])
-        tables = tables_for(suite, variants, [v for v in versions if v.pk in keep], ref, labels)
+        tables = tables_for(suite, variants, versions, ref, labels)
         summary = summaries([(suite, fps.get((suite.name, suite.version), cache.EMPTY))])
         rows, series = [], {}
         for name in variants:

@@ -50,9 +50,10 @@ def suite_summary(suite: Suite | str) -> dict:
 
     Row fields: ``improvement`` = mean over seeds of (mean over variants of the headline's
     improvement over the reference, positive = better), in the metric's units, its 95%
-    percentile-bootstrap CI over paired seeds (seeds with values for both on every covered
-    variant), ``distinguishable`` (CI excludes 0), ``normalized`` = mean over covered
-    variants of the anchored headline mean, ``by_variant`` = per-variant normalized means.
+    Student-t CI over paired seeds (seeds with values for both on every covered
+    variant), ``distinguishable`` (paired t-test, Holm-corrected over the page's rows),
+    ``normalized`` = mean over covered variants of the anchored headline mean,
+    ``by_variant`` = per-variant normalized means.
     """
     suite = suite_of(suite)
     fingerprint, _ = cache.suite_fingerprints(suite)
@@ -211,7 +212,8 @@ def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersio
     rows = _cell_rows(suite, variants, versions)
     tables = variant_tables(rows, headline=headline.name,
                             higher_is_better=headline.higher_is_better,
-                            reference=str(ref.pk) if ref else "", secondary=secondary)
+                            reference=str(ref.pk) if ref else "", secondary=secondary,
+                            min_seeds=suite.min_seeds)
     by_id = {v.pk: v for v in versions}
     values: dict[tuple[str, str], dict[int, float]] = {}
     for r in rows:
@@ -239,7 +241,8 @@ def _row_payload(tr: TableRow, v: ObjectiveVersion, label: str, values: dict) ->
             "prob_improvement": vs.prob_improvement, "prob_ci_low": vs.prob_ci_low,
             "prob_ci_high": vs.prob_ci_high, "mean_diff": vs.mean_diff,
             "diff_ci_low": vs.diff_ci_low, "diff_ci_high": vs.diff_ci_high,
-            "distinguishable": bool(vs.distinguishable), "n_pairs": vs.n_pairs},
+            "distinguishable": bool(vs.distinguishable), "n_pairs": vs.n_pairs,
+            "p_value": vs.p_value, "p_holm": vs.p_adjusted},
         "tied_with_best": bool(tr.tied_with_best), "is_reference": bool(tr.is_reference),
     }
 
@@ -294,19 +297,29 @@ def _build_summary(suite: Suite) -> dict:
             "by_variant": by_variant, "variant_means": means,
             "worst_variant": worst[0], "worst": worst[1],
             **relative(mine, ref_values, covered, headline.higher_is_better,
-                       is_reference=ref is not None and v.pk == ref.pk),
+                       is_reference=ref is not None and v.pk == ref.pk,
+                       min_seeds=suite.min_seeds),
         })
+    # every objective against the reference on one page: one Holm family of verdicts
+    adjusted = stats.holm([r["p_value"] for r in rows])
+    for r, p in zip(rows, adjusted, strict=True):
+        r["distinguishable"] = bool(p < 0.05)
     rows.sort(key=lambda r: (r["normalized"] is None, -(r["normalized"] or 0), r["objective"]))
     return {**suite_meta(suite), "reference": labels.get(ref.pk) if ref else None,
             "variants": defaults, "rows": rows}
 
 
 def relative(mine: dict[str, dict[int, float]], ref: dict[str, dict[int, float]],
-             covered: list[str], higher: bool, *, is_reference: bool) -> dict:
+             covered: list[str], higher: bool, *, is_reference: bool,
+             min_seeds: int = 3) -> dict:
     """The headline's improvement over the reference (positive = better, whatever the
-    metric's direction), averaged over variants, with a CI over paired seeds."""
+    metric's direction), averaged over variants, with a Student-t CI over paired seeds
+    and the paired t-test's p-value (``distinguishable`` here is that test alone; a page
+    comparing many objectives Holm-corrects it). Fewer than ``min_seeds`` paired seeds:
+    the value only."""
     empty = {"improvement": None, "improvement_ci_low": None, "improvement_ci_high": None,
-             "improvement_seeds": 0, "improvement_variants": 0, "distinguishable": False}
+             "improvement_seeds": 0, "improvement_variants": 0, "distinguishable": False,
+             "p_value": math.nan}
     both = [x for x in covered if ref.get(x)]
     if not both:
         return empty
@@ -317,13 +330,16 @@ def relative(mine: dict[str, dict[int, float]], ref: dict[str, dict[int, float]]
     seeds = set.intersection(*(set(mine[x]) & set(ref[x]) for x in both))
     per_seed = [sign * float(np.mean([mine[x][s] - ref[x][s] for x in both]))
                 for s in sorted(seeds)]
+    p = math.nan
     if per_seed:
-        summary = stats.summarize(per_seed)
+        summary = stats.summarize(per_seed, min_seeds=min_seeds)
         value, lo, hi = summary.mean, summary.ci_low, summary.ci_high
+        if math.isfinite(lo):
+            p = float(stats.t_test(per_seed))
     else:  # no seed has both on every variant: a point estimate without an interval
         value = sign * float(np.mean([np.mean(list(mine[x].values()))
                                       - np.mean(list(ref[x].values())) for x in both]))
         lo = hi = math.nan
     return {"improvement": value, "improvement_ci_low": lo, "improvement_ci_high": hi,
             "improvement_seeds": len(per_seed), "improvement_variants": len(both),
-            "distinguishable": bool(math.isfinite(lo) and (lo > 0 or hi < 0))}
+            "distinguishable": bool(p < 0.05), "p_value": p}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from harness.registry import suite_names
+from harness.registry import get_suite, suite_names
 from webapp import exports, leaderboard
 from webapp.leaderboard import NotFound
 from webapp.leaderboard.lookup import with_values
@@ -43,6 +43,7 @@ def suite(request: HttpRequest, name: str) -> HttpResponse:
         "show_choices": SHOW_CHOICES, "hidden": page["total_rows"] - len(table["rows"]),
         "filter_hidden": [("variant", page["variant"])],
         "secondary": with_values(table["table_specs"], table["rows"]),
+        "min_seeds": get_suite(page["suite"]["suite"]).min_seeds,
     })
 
 
