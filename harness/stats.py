@@ -64,6 +64,7 @@ __all__ = [
     "iqm",
     "mean_ranks",
     "probability_of_improvement",
+    "rank_intervals",
     "summarize",
     "tied_with_best",
 ]
@@ -403,6 +404,39 @@ def tied_with_best(
                             for name in by_mean[1:]})
     return [best, *(name for name in by_mean[1:]
                     if not verdicts[name].distinguishable)]  # type: ignore[union-attr]
+
+
+def rank_intervals(
+    scores: Mapping[str, ArrayLike],
+    *,
+    higher_is_better: bool = True,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, tuple[int, int]]:
+    """How sure a table's order is: each name's rank (1 = best mean) with a bootstrap
+    interval. Per replicate every name's seeds are resampled on their own (names may have
+    different seeds), the means ranked (rank = 1 + the number of strictly better means);
+    the interval is the replicates' ``(α/2, 1 − α/2)`` quantiles of each name's rank.
+
+    ``scores``: name -> (n,) per-seed scores, n >= 1 (a name with one seed keeps its one
+    mean in every replicate). Returns name -> (low, high), 1 <= low <= high <= len.
+    """
+    arrays = {name: _scores(v, name) for name, v in scores.items()}
+    if not arrays:
+        return {}
+    empty = [name for name, a in arrays.items() if a.size == 0]
+    if empty:
+        raise ValueError(f"no scores to rank for {', '.join(empty)}")
+    rng = np.random.default_rng(seed)
+    sign = 1.0 if higher_is_better else -1.0
+    means = np.stack([sign * a[rng.integers(0, a.size, (n_resamples, a.size))].mean(axis=1)
+                      for a in arrays.values()])  # (names, replicates)
+    ranks = 1 + (means[None, :, :] > means[:, None, :]).sum(axis=1)  # (names, replicates)
+    alpha = 1.0 - confidence
+    low = np.floor(np.quantile(ranks, alpha / 2, axis=1)).astype(int)
+    high = np.ceil(np.quantile(ranks, 1 - alpha / 2, axis=1)).astype(int)
+    return {name: (int(lo), int(hi)) for name, lo, hi in zip(arrays, low, high, strict=True)}
 
 
 def mean_ranks(

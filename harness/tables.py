@@ -39,6 +39,8 @@ class TableRow:
     vs_reference: stats.Comparison | None = None
     tied_with_best: bool = False
     is_reference: bool = False
+    # 95% bootstrap interval of the row's rank among the rows with enough seeds
+    rank_interval: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,10 @@ def _table(objs: dict[str, list[CellRow]], headline: str, higher: bool, referenc
             cmp = against.get(r.objective)
             r.tied_with_best = r is best or (
                 cmp is not None and not math.isnan(cmp.p_value) and not cmp.distinguishable)
+        ranks = stats.rank_intervals({r.objective: list(scores[r.objective].values())
+                                      for r in judged}, higher_is_better=higher)
+        for r in judged:
+            r.rank_interval = ranks[r.objective]
     return sorted(rows, key=lambda r: (not r.seeds, -sign * r.summary.mean
                                        if r.seeds else 0, r.objective))
 

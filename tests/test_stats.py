@@ -404,3 +404,27 @@ def test_stats_imports_neither_torch_nor_django():
         "sys.exit(str(bad) if bad else 0)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- rank intervals ------------------------------------------------------------------
+
+
+def test_rank_intervals_are_exact_when_the_order_is_certain_and_wide_when_not():
+    from harness.stats import rank_intervals
+
+    far = {"a": [0.9, 0.91, 0.92], "b": [0.5, 0.51, 0.52], "c": [0.1, 0.11, 0.12]}
+    assert rank_intervals(far) == {"a": (1, 1), "b": (2, 2), "c": (3, 3)}
+    assert rank_intervals(far, higher_is_better=False) == {"a": (3, 3), "b": (2, 2),
+                                                          "c": (1, 1)}
+    rng = np.random.default_rng(0)
+    close = {"x": rng.normal(0.0, 1.0, 5), "y": rng.normal(0.05, 1.0, 5),
+             "z": [10.0, 10.1, 9.9, 10.0, 10.2]}  # x and y swap places; z is always first
+    got = rank_intervals(close)
+    assert got["z"] == (1, 1)
+    assert got["x"] == (2, 3) and got["y"] == (2, 3)
+    # different seed counts are fine; one seed has a fixed mean
+    assert rank_intervals({"one": [0.5], "many": [0.1, 0.2, 0.3]}) == {"one": (1, 1),
+                                                                      "many": (2, 2)}
+    assert rank_intervals({}) == {}
+    with pytest.raises(ValueError, match="no scores to rank"):
+        rank_intervals({"a": []})

@@ -108,8 +108,13 @@ TABLE_ROW = obj({
     "secondary": mapping(NUM_OR_NULL, "mean over seeds of each other metric"),
     "values": mapping(NUM_OR_NULL, "headline value per seed (keys are seeds)"),
     "vs_reference": nullable(ref("Comparison")),
-    "tied_with_best": BOOL,
+    "tied_with_best": {**BOOL, "description": "not distinguishable from the best row (paired "
+                       "t-test, Holm-corrected); false below the suite's minimum of seeds"},
     "is_reference": BOOL,
+}, {
+    "rank_low": nullable({**INT, "description": "95% bootstrap interval of the row's rank "
+                          "(1 = best) among the rows with enough seeds: low end"}),
+    "rank_high": nullable({**INT, "description": "its high end"}),
 }, description="One objective version in one variant: headline over seeds.", extra=True)
 
 VARIANT_TABLE = obj({

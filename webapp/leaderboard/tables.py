@@ -244,6 +244,8 @@ def _row_payload(tr: TableRow, v: ObjectiveVersion, label: str, values: dict) ->
             "distinguishable": bool(vs.distinguishable), "n_pairs": vs.n_pairs,
             "p_value": vs.p_value, "p_holm": vs.p_adjusted},
         "tied_with_best": bool(tr.tied_with_best), "is_reference": bool(tr.is_reference),
+        "rank_low": tr.rank_interval[0] if tr.rank_interval else None,
+        "rank_high": tr.rank_interval[1] if tr.rank_interval else None,
     }
 
 
