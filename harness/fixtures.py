@@ -97,7 +97,8 @@ def key(suite: Suite, fixture: Fixture, seed: int | None,
         config: Mapping[str, Any] | None = None) -> str:
     """The content address of one entry (``config`` adds a variant's part of the config)."""
     builder_module = fixture.builder.partition(":")[0]
-    payload = {"format": FORMAT, "suite": suite.name, "version": suite.base_version,
+    payload = {"format": FORMAT, "threads": 1, "suite": suite.name,
+               "version": suite.base_version,
                "fixture": fixture.name, "builder": fixture.builder,
                "config": {**fixture.config, **(config or {})}, "seed": seed,
                "code": code_hash((builder_module, *fixture.code))}
@@ -141,10 +142,20 @@ def load(suite: Suite, name: str, seed: int | None = None,
 
 def _build(fixture: Fixture, config: dict[str, Any], seed: int | None) -> dict[str, np.ndarray]:
     import numpy as np
+    import torch
 
     module, _, function = fixture.builder.partition(":")
     builder: Callable[..., Any] = getattr(importlib.import_module(module), function)
-    arrays = builder(config, seed)
+    # One torch thread, whatever the process had: CPU kernels split their sums by thread
+    # count, so a model trained with 2 threads differs from one trained with 1 (0.0014
+    # after 3 epochs of the unlearning target) and a cache entry would depend on the
+    # machine that built it first.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        arrays = builder(config, seed)
+    finally:
+        torch.set_num_threads(threads)
     if not isinstance(arrays, dict) or not arrays or not all(
             isinstance(k, str) and isinstance(v, np.ndarray) for k, v in arrays.items()):
         raise FixtureError(f"fixture {fixture.name!r}: {fixture.builder} must return a "

@@ -203,7 +203,7 @@ def test_objectives_are_paginated_and_filtered(client, data):
 
 
 @pytest.mark.parametrize("query, words", [
-    ("page=0", "page must be at least 1"),
+    ("page=0", "page must be between 1 and"),
     ("page=two", "page must be an integer"),
     ("page_size=201", "page_size must be between 1 and 200"),
     ("builtin=maybe", "builtin must be true or false"),
@@ -259,7 +259,7 @@ def test_results_filters(client, data):
     assert _get(client, "/api/results?status=failed,diverged")["count"] == 2
     assert _get(client, f"/api/results?version={data['ce'].id}")["count"] == 6
     assert _get(client, "/api/results?suite_version=0.9")["count"] == 0
-    _assert_error(client, "/api/results?seed=one", 400, "seed must be integers")
+    _assert_error(client, "/api/results?seed=one", 400, "seed must be an integer")
     _assert_error(client, "/api/results?status=done", 400, "unknown status done")
     _assert_error(client, "/api/results?curves=yes please", 400, "curves must be true or false")
     _assert_error(client, "/api/results?objective=nope", 404, "unknown objective 'nope'")
@@ -307,6 +307,35 @@ def test_only_get(client):
     response = client.post("/api/suites")
     assert response.status_code == 405 and response.json()["status"] == 405
     assert response["Allow"] == "GET, HEAD"
+
+
+def test_other_methods_meet_the_405_even_where_csrf_is_enforced():
+    """A browser or an API client without a CSRF token: the method answer, not a 403."""
+    from django.test import Client
+
+    for method in ("post", "put", "delete", "patch"):
+        response = getattr(Client(enforce_csrf_checks=True), method)("/api/results")
+        assert response.status_code == 405, (method, response.status_code)
+        assert response["Allow"] == "GET, HEAD"
+
+
+@pytest.mark.parametrize("query, words", [
+    ("seed=9223372036854775808", "seed must be between 0 and 2147483647"),
+    ("seed=2147483648", "seed must be between 0 and 2147483647"),
+    ("seed=-1", "seed must be between 0 and 2147483647"),
+    ("seed=1,x", "seed must be an integer"),
+    ("version=99999999999999999999999999", "version must be between 1 and"),
+    ("version=0", "version must be between 1 and"),
+])
+def test_integers_a_column_cannot_hold_are_a_400_not_a_500(client, data, query, words):
+    _assert_error(client, f"/api/results?{query}", 400, words)
+
+
+def test_every_documented_spelling_of_a_flag_is_accepted(client, data):
+    for raw in ("true", "1", "yes"):
+        assert _get(client, f"/api/objectives?builtin={raw}")["count"] == 2
+    for raw in ("false", "0", "no"):
+        assert _get(client, f"/api/objectives?builtin={raw}")["count"] == 2
 
 
 # ---------------------------------------------------------------- OpenAPI and index

@@ -31,6 +31,13 @@ def build_counted(config: dict, seed: int | None) -> dict[str, np.ndarray]:
             "scale": np.array(float(config.get("scale", 1.0)))}
 
 
+def build_threads(config: dict, seed: int | None) -> dict[str, np.ndarray]:
+    """Records the torch threads it trains with."""
+    import torch
+
+    return {"threads": np.array(torch.get_num_threads())}
+
+
 def build_bad(config: dict, seed: int | None) -> object:
     return [1, 2, 3]
 
@@ -124,6 +131,21 @@ def test_a_damaged_entry_is_rebuilt_not_trusted(calls, damage):
     assert np.array_equal(again.arrays["weights"], first.arrays["weights"])
     assert fixtures.load(s, "model", 0).built is False  # and the rebuilt entry is good
     assert calls() == ["0", "0"]
+
+
+def test_fixtures_build_with_one_torch_thread_whatever_the_process_has(calls):
+    """CPU kernels split sums by thread count: a model trained with 2 threads is not the
+    one trained with 1, so an entry must not depend on the machine that built it."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        built = fixtures.load(suite(builder="tests.test_fixtures:build_threads"), "model", 0)
+        assert int(built.arrays["threads"]) == 1
+        assert torch.get_num_threads() == 2  # the process's own setting is given back
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_builder_returning_something_else_is_an_error(calls):

@@ -344,8 +344,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Objectives (built-in baselines and submissions) with their versions: label, "
         "code hash and hyperparameters. Code is never listed here. Ordered by slug.",
         "ObjectivePage",
-        params=(Param("builtin", "query", {"enum": ["true", "false"]},
-                      "only built-in baselines (true) or only submissions (false)"),
+        params=(Param("builtin", "query",
+                      {"enum": ["true", "false", "1", "0", "yes", "no"]},
+                      "only built-in baselines (true, 1, yes) or only submissions "
+                      "(false, 0, no)"),
                 PAGE, PAGE_SIZE),
         errors=(400,),
         examples=("/api/objectives", "/api/objectives?builtin=true&page_size=20")),
@@ -355,10 +357,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "suite's numbers. The code is included only if it is public or yours.",
         "ObjectiveProfile",
         params=(Param("slug", "path", STR, "objective slug", required=True),
-                Param("curves", "query", {"enum": ["0", "1"], "default": "0"},
+                Param("curves", "query", {"enum": ["0", "1", "false", "true", "no", "yes"],
+                                          "default": "0"},
                       "1: include training curves (mean ± s.d. band and every seed) for every "
                       "suite and variant")),
-        errors=(404,),
+        errors=(400, 404),
         examples=("/api/objectives/{objective}", "/api/objectives/{objective}?curves=1")),
     Endpoint(
         "/api/results", "api-results", "Per-seed results (tidy)",
@@ -371,11 +374,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 Param("variant", "query", STR, "variant name(s); checked against the suite "
                       "when one is given"),
                 Param("objective", "query", STR, "objective slug"),
-                Param("version", "query", INT, "objective version id"),
-                Param("seed", "query", STR, "seed(s), integers"),
+                Param("version", "query", {**INT, "minimum": 1, "maximum": 2 ** 63 - 1},
+                      "objective version id"),
+                Param("seed", "query", {**STR, "pattern": r"^\s*\d+\s*(,\s*\d+\s*)*$"},
+                      "seed(s): integers from 0 to 2147483647, comma-separated or "
+                      "repeated"),
                 Param("status", "query", STR, "status(es): " + ", ".join(STATUSES)
                       + "; default: the finished ones (" + ", ".join(FINISHED) + ")"),
-                Param("curves", "query", {"enum": ["0", "1"], "default": "0"},
+                Param("curves", "query", {"enum": ["0", "1", "false", "true", "no", "yes"],
+                                          "default": "0"},
                       "1: include the training curves"),
                 PAGE, PAGE_SIZE),
         errors=(400, 404),

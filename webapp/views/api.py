@@ -21,6 +21,7 @@ from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path, re_path, reverse
+from django.views.decorators.csrf import csrf_exempt
 
 from harness import registry
 from harness.jsonsafe import finite_or_none
@@ -53,8 +54,11 @@ def _error(status: int, message: str) -> HttpResponse:
 
 
 def api_view(view: Callable[..., object]) -> Callable[..., HttpResponse]:
-    """GET/HEAD only; the view returns a payload or raises ApiError; nothing leaks."""
+    """GET/HEAD only; the view returns a payload or raises ApiError; nothing leaks.
+    Exempt from CSRF: it changes nothing, and a POST must meet the 405 below, not the
+    CSRF middleware's 403."""
 
+    @csrf_exempt
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if request.method not in ("GET", "HEAD"):
@@ -95,17 +99,26 @@ def _listed(request: HttpRequest, name: str) -> list[str]:
     return [v.strip() for raw in request.GET.getlist(name) for v in raw.split(",") if v.strip()]
 
 
-def _int(request: HttpRequest, name: str, default: int, low: int, high: int | None = None) -> int:
+ID_MAX = 2 ** 63 - 1  # a BigAutoField id
+SEED_MAX = 2 ** 31 - 1  # Cell.seed, an IntegerField
+
+
+def _int(request: HttpRequest, name: str, default: int, low: int, high: int = ID_MAX) -> int:
     raw = request.GET.get(name)
     if raw is None or raw == "":
         return default
+    return _bounded(name, raw, low, high)
+
+
+def _bounded(name: str, raw: str, low: int, high: int) -> int:
+    """``raw`` as an integer in [low, high]: a value the database column cannot hold is a
+    400 here, not the database's error (a 500)."""
     try:
         value = int(raw)
     except ValueError:
         raise ApiError(400, f"{name} must be an integer, got {raw!r}") from None
-    if value < low or (high is not None and value > high):
-        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise ApiError(400, f"{name} must be {bounds}, got {value}")
+    if not low <= value <= high:
+        raise ApiError(400, f"{name} must be between {low} and {high}, got {value}")
     return value
 
 
@@ -319,10 +332,7 @@ def results(request: HttpRequest) -> dict:
         cells = cells.filter(version_id=_int(request, "version", 0, 1))
     seeds = _listed(request, "seed")
     if seeds:
-        try:
-            cells = cells.filter(seed__in=[int(s) for s in seeds])
-        except ValueError:
-            raise ApiError(400, f"seed must be integers, got {','.join(seeds)!r}") from None
+        cells = cells.filter(seed__in=[_bounded("seed", s, 0, SEED_MAX) for s in seeds])
     statuses = _listed(request, "status") or list(openapi.FINISHED)
     unknown = sorted(set(statuses) - set(openapi.STATUSES))
     if unknown:
