@@ -47,3 +47,10 @@ def storable(text: str | None) -> str:
     if not text:
         return ""
     return str(text).translate(_UNSTORABLE)
+
+
+def hidden_characters(text: str) -> list[str]:
+    """The control, bidi-control and lone-surrogate characters of ``text`` (newlines and
+    tabs included), as ``U+XXXX``: what a name shown on a page must not contain."""
+    bad = {*_CONTROLS, *_BIDI, *_SURROGATES, 0x09, 0x0A}
+    return list(dict.fromkeys(f"U+{ord(c):04X}" for c in text if ord(c) in bad))

@@ -37,6 +37,16 @@ def test_signup_errors_come_back_on_the_form(client):
     assert response.status_code == 200 and not User.objects.filter(username="bo").exists()
 
 
+@pytest.mark.parametrize("password, words", [
+    ("x", "too short"), ("password123", "too common"), ("84736251907", "entirely numeric"),
+])
+def test_weak_passwords_are_refused_at_signup(client, password, words):
+    response = client.post("/accounts/signup/", {"username": "bo", "password1": password,
+                                                 "password2": password})
+    assert response.status_code == 200 and not User.objects.filter(username="bo").exists()
+    assert words in response.content.decode()
+
+
 def test_signup_follows_a_local_next_and_ignores_another_site(client):
     assert signup(client, "ada", "/submit/")["Location"] == "/submit/"
     other = Client()

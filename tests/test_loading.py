@@ -162,6 +162,11 @@ def test_parse_assignments():
     assert info.value.code == "bad-override" and "key=value" in info.value.message
 
 
+def test_a_key_set_twice_is_an_error_not_last_wins():
+    with pytest.raises(ObjectiveError, match="'q' is set twice"):
+        parse_assignments(["q=0.5", "q = 0.7"])
+
+
 def test_override_from_set():
     obj = load_objective("gce", parse_assignments(["q=0.5"]))
     assert obj.hyperparameters == {"q": 0.5}

@@ -213,6 +213,8 @@ def test_csv_and_latex_exports(client, board):
     assert float(rows[0]["mean"]) == pytest.approx(sum(GCE["sym-0.4"]) / 4)
     tex = client.get("/export/noisy-labels/tex?variant=sym-0.4").content.decode()
     assert "\\toprule" in tex and "\\bottomrule" in tex and "\\textbf{91.5" in tex
+    # a ">" in text mode prints "¿" under OT1: math mode
+    assert "$P(>\\text{ce})$" in tex and "P(\\textgreater" not in tex
     wide = client.get("/export/noisy-labels/tex").content.decode()
     assert "Objective & clean & sym-0.4" in wide
     assert client.get("/export/noisy-labels/tex?ci=interval").status_code == 200
@@ -254,3 +256,12 @@ def test_query_count_per_page_does_not_grow_with_objectives(client, django_asser
     for url in urls:
         with django_assert_max_num_queries(8):
             client.get(url)
+
+
+def test_the_favicon_is_served(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301
+    icon = client.get(response["Location"])
+    assert icon.status_code == 200 and b"<svg" in b"".join(icon.streaming_content
+                                                          if icon.streaming else [icon.content])
+    assert 'rel="icon"' in client.get("/").content.decode()

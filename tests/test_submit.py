@@ -285,6 +285,29 @@ def test_exactly_one_of_upload_and_paste(client_a):
     assert "exactly one" in code_errors(response) and nothing_created()
 
 
+def test_a_hyperparameter_set_twice_is_refused_not_last_wins(client_a):
+    response = submit(client_a, hyperparameters="q=0.5\nq=0.7")
+    assert response.status_code == 200 and nothing_created()
+    assert "hyperparameter &#x27;q&#x27; is set twice" in response.content.decode()
+
+
+@pytest.mark.parametrize("name", ["gce\u202eexe.py", "two\nlines", "bell\x07", "x\u2066y"])
+def test_a_name_with_control_or_direction_characters_is_refused(client_a, name):
+    response = submit(client_a, name=name)
+    assert response.status_code == 200 and nothing_created()
+    assert "control or text-direction characters" in response.content.decode()
+
+
+def test_a_paste_over_the_servers_request_limit_gets_the_same_friendly_answer(client_a):
+    """Over DATA_UPLOAD_MAX_MEMORY_SIZE Django itself refuses the body (a bare 400 before);
+    the form says what the limits are, and nothing is created."""
+    response = submit(client_a, CE + "#" * (3 * 2 ** 20) + "\n")
+    assert response.status_code == 413 and nothing_created()
+    html = response.content.decode()
+    assert "larger than the server accepts (2 MB)" in html and "at most 64 KB" in html
+    assert 'name="code_text"' in html  # the form, to try again
+
+
 def test_seeds_are_bounded(client_a):
     for seeds in (0, 11):
         response = submit(client_a, seeds=seeds)

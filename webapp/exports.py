@@ -94,7 +94,7 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
         secondary = [suite.metric(m["name"]) for m in with_values(t["table_specs"], t["rows"])]
         cols = "l" + "r" * (4 + len(secondary))
         head = ["Objective", _tex(headline.short or headline.label), "Seeds", "Div.",
-                f"P(>{_tex(t['reference'])})",
+                f"$P(>\\text{{{_tex(t['reference'])}}})$",
                 *(_tex(m.short or m.name) for m in secondary)]
         lines += [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\",
                   "\\midrule"]
@@ -110,8 +110,9 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
                 str(r["seeds"]), str(r["diverged"]), pi,
                 *(_latex_number(r["secondary"].get(m.name), m) for m in secondary),
             ]) + " \\\\")
-        note += (f" P(>{_tex(t['reference'])}): probability of improvement over the reference on"
-                 " paired seeds; $^{\\ast}$: not distinguishable from the reference.")
+        note += (f" $P(>\\text{{{_tex(t['reference'])}}})$: probability of improvement "
+                 "over the reference on paired seeds; $^{\\ast}$: not distinguishable from "
+                 "the reference.")
         caption = f"{_tex(t['variant'])}: {note}"
     else:
         labels = list(dict.fromkeys(r["objective"] for t in tables for r in t["rows"]))

@@ -25,6 +25,7 @@ from harness.objectives.loading import Objective as LoadedObjective
 from harness.objectives.loading import ObjectiveError, parse_assignments
 from harness.registry import all_suites, get_suite, suite_names
 from harness.suite import Suite
+from harness.textsafe import hidden_characters
 from webapp.execution import executors
 from webapp.execution.groups import code_filename
 from webapp.models import Cell, Objective, ObjectiveVersion, Submission
@@ -112,6 +113,11 @@ class SubmissionForm(forms.Form):
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
+        hidden = hidden_characters(name)
+        if hidden:  # a bidi override (U+202E) would show the name reversed on every page
+            raise forms.ValidationError(
+                f"The name contains control or text-direction characters ({', '.join(hidden)}); "
+                f"use plain text.")
         slug = slugify(name)[:100]
         if not slug:
             raise forms.ValidationError("The name needs at least one letter or digit.")

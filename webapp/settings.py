@@ -102,6 +102,14 @@ LOGOUT_REDIRECT_URL = "home"
 MAX_OBJECTIVE_BYTES = int(os.environ.get("HARNESS_MAX_OBJECTIVE_BYTES", 64 * 1024))
 MAX_QUEUED_CELLS_PER_USER = int(os.environ.get("HARNESS_MAX_QUEUED_CELLS", 200))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+# Django's own checks on sign-up: not like the username, 8 characters or more, not a
+# common password, not all digits.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"

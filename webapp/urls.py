@@ -1,12 +1,17 @@
 """URL routes: pages, accounts and submissions, the JSON API and exports."""
 
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic.base import RedirectView
 
 from webapp.views import accounts, pages, submit
 
 urlpatterns = [
     path("", pages.home, name="home"),
+    # browsers ask for /favicon.ico whatever the page says: the SVG icon, permanently
+    path("favicon.ico", RedirectView.as_view(url=static("webapp/favicon.svg"),
+                                             permanent=True)),
     path("suites/<str:name>/", pages.suite, name="suite"),
     path("objectives/<slug:slug>/", pages.objective, name="objective"),
     path("objectives/<slug:slug>/compare/", pages.compare, name="compare"),

@@ -191,6 +191,9 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ObjectiveError("bad-override", f"--set expects key=value, got {item!r}")
+        if key.strip() in out:  # not last-wins: one of the two was a mistake
+            raise ObjectiveError("bad-override", f"hyperparameter {key.strip()!r} is set "
+                                 f"twice; set it once")
         try:
             out[key.strip()] = ast.literal_eval(raw.strip())
         except (ValueError, SyntaxError):

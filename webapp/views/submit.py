@@ -6,8 +6,10 @@ views only connect the two to requests.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_safe
@@ -19,7 +21,17 @@ from webapp.models import Submission
 
 @login_required
 def submit(request: HttpRequest) -> HttpResponse:
-    form = SubmissionForm(request.POST or None, request.FILES or None, user=request.user)
+    try:
+        data, files = request.POST, request.FILES
+    except RequestDataTooBig:  # over DATA_UPLOAD_MAX_MEMORY_SIZE: Django would answer a
+        # bare 400; say what the limit is, as for a paste just over it
+        messages.error(request, f"The submission is larger than the server accepts "
+                                f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 2 ** 20} MB); an "
+                                f"objective's code may be at most "
+                                f"{settings.MAX_OBJECTIVE_BYTES // 1024} KB.")
+        return render(request, "webapp/submit.html", {"form": SubmissionForm(user=request.user)},
+                      status=413)
+    form = SubmissionForm(data or None, files or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         submission = form.save()
         if submission is not None:
