@@ -265,3 +265,16 @@ def test_the_favicon_is_served(client):
     assert icon.status_code == 200 and b"<svg" in b"".join(icon.streaming_content
                                                           if icon.streaming else [icon.content])
     assert 'rel="icon"' in client.get("/").content.decode()
+
+
+def test_a_row_below_the_minimum_of_seeds_exports_its_mean_only():
+    """No "77.3 ± 0.0" or "[nan, nan]": a 2-seed row has no interval to print."""
+    import math
+
+    from harness.suite import MetricSpec
+    from webapp.exports import _latex_interval, _latex_pm
+
+    spec = MetricSpec("test_acc", "test accuracy", unit="percent")
+    row = {"mean": 0.773, "ci_low": math.nan, "ci_high": math.nan}
+    assert _latex_pm(row, spec) == _latex_interval(row, spec) == spec.format(0.773)
+    assert "pm" in _latex_pm({**row, "ci_low": 0.7, "ci_high": 0.8}, spec)

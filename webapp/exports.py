@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from typing import Any
 
 from harness.suite import MetricSpec, Suite
@@ -31,7 +32,7 @@ def tables_csv(tables: list[dict]) -> str:
               "slug", "builtin", "reference", "seeds", "diverged", "failed", "mean", "ci_low",
               "ci_high", "std", "iqm", "tied_with_best", "p_improvement", "p_ci_low",
               "p_ci_high", "improvement_vs_ref", "improvement_ci_low", "improvement_ci_high",
-              "distinguishable", *secondary]
+              "distinguishable", "p_value", "p_holm", "rank_low", "rank_high", *secondary]
     across = _across(tables) if len(tables) > 1 else None
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(fields + list(ACROSS) if across is not None else fields)
@@ -47,7 +48,9 @@ def tables_csv(tables: list[dict]) -> str:
                 r["mean"], r["ci_low"], r["ci_high"], r["std"], r["iqm"], r["tied_with_best"],
                 vs.get("prob_improvement"), vs.get("prob_ci_low"), vs.get("prob_ci_high"),
                 vs.get("mean_diff"), vs.get("diff_ci_low"), vs.get("diff_ci_high"),
-                vs.get("distinguishable"), *(r["secondary"].get(m) for m in secondary)]
+                vs.get("distinguishable"), vs.get("p_value"), vs.get("p_holm"),
+                r.get("rank_low"), r.get("rank_high"),
+                *(r["secondary"].get(m) for m in secondary)]
                 + extra)
     return out.getvalue()
 
@@ -134,7 +137,7 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
 
 
 def _csv_cell(x: Any) -> Any:
-    if x is None:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):  # no value, not "nan"
         return ""
     if isinstance(x, bool):
         return "true" if x else "false"
@@ -160,16 +163,21 @@ def _latex_number(x: float | None, spec: MetricSpec) -> str:
     return text
 
 
+def _no_interval(r: dict) -> bool:
+    """No CI to print: none stored, or NaN (a row below the suite's minimum of seeds)."""
+    return any(r[k] is None or not math.isfinite(r[k]) for k in ("ci_low", "ci_high"))
+
+
 def _latex_pm(r: dict, spec: MetricSpec) -> str:
     mean = _latex_number(r["mean"], spec)
-    if r["ci_low"] is None or r["ci_high"] is None:
+    if _no_interval(r):
         return mean
     return f"{mean} $\\pm$ {_latex_number((r['ci_high'] - r['ci_low']) / 2, spec)}"
 
 
 def _latex_interval(r: dict, spec: MetricSpec) -> str:
     mean = _latex_number(r["mean"], spec)
-    if r["ci_low"] is None or r["ci_high"] is None:
+    if _no_interval(r):
         return mean
     return (f"{mean} {{\\scriptsize [{_latex_number(r['ci_low'], spec)}, "
             f"{_latex_number(r['ci_high'], spec)}]}}")
