@@ -16,7 +16,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     DEBIAN_FRONTEND=noninteractive \
     HARNESS_HOME=/data \
     HARNESS_DATA=/data/datasets \
-    STATIC_ROOT=/app/staticfiles
+    STATIC_ROOT=/app/staticfiles \
+    HARNESS_STATIC_MANIFEST=1
 
 # util-linux: `unshare` and `setpriv`, which the sandbox (harness/sandbox.py) uses to put
 # untrusted objective code in its own namespaces and drop it to an unprivileged uid.
