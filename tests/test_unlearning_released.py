@@ -418,3 +418,19 @@ def test_the_judge_evaluates_on_the_device_the_cells_trained_on(root, monkeypatc
     run_cells_sandboxed(suite, code, "zero.py", {}, ["tofu/forget10"], [0], device="cpu",
                         data_root=str(root))
     assert seen == ["cpu", "cpu"]
+
+
+def test_the_seeds_of_a_real_model_share_one_copy_of_its_weights(root):
+    """One job per seed, and no seed copies the model: a 7B target is 28 GB."""
+    from suites.unlearning.pipeline import Unlearning
+
+    suite = short("unlearning-tofu")
+    jobs = Unlearning().prepare(suite, [suite.variant("tofu/forget10")], [0, 1, 2],
+                                data_root=str(root))
+    assert [j.members for j in jobs] == [[("tofu/forget10", s)] for s in (0, 1, 2)]
+    name = next(k for k in jobs[0].inputs if k.startswith("target."))
+    assert jobs[0].inputs[name].shape[0] == 1
+    assert all(np.shares_memory(jobs[0].inputs[name], j.inputs[name]) for j in jobs[1:])
+    assert all(j.private.retain[0] is jobs[0].private.retain[0] for j in jobs[1:])
+    # the RMU direction is each seed's own
+    assert not np.array_equal(jobs[0].inputs["control_vector"], jobs[1].inputs["control_vector"])

@@ -11,6 +11,7 @@ the evaluation answers, the retain models and the holdout never reach the traine
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -57,10 +58,14 @@ class Private:
     fixtures: list[dict[str, str]]
     scope: str = ""  # what the evaluations depend on besides the models (the memo's key)
 
-    def to(self, device: str) -> None:
-        """The models on the judge's device (a real one evaluates on the GPU)."""
-        for models in (self.retain, self.replicas, self.targets):
-            models[:] = [{k: v.to(device) for k, v in m.items()} for m in models]
+    def on(self, device: str) -> Private:
+        """The same, its models on the judge's device (a real model evaluates on the GPU);
+        the job keeps its own, so no seed's device copies outlive its judging."""
+        def moved(models: list[dict[str, Tensor]]) -> list[dict[str, Tensor]]:
+            return [{k: v.to(device) for k, v in m.items()} for m in models]
+
+        return dataclasses.replace(self, retain=moved(self.retain),
+                                   replicas=moved(self.replicas), targets=moved(self.targets))
 
 
 def _fixture_config() -> dict[str, Any]:
@@ -87,8 +92,7 @@ class Unlearning(Pipeline):
         jobs = []
         for variant in variants:
             if _released(variant):
-                # one job per seed: a real model is not stacked seeds × parameters
-                jobs += [_released_job(suite, variant, s, data_root, download) for s in seeds]
+                jobs += _released_jobs(suite, variant, seeds, data_root, download)
             else:
                 jobs.append(_mini_job(suite, variant, seeds))
         return jobs
@@ -132,10 +136,9 @@ class Unlearning(Pipeline):
 
     def judge(self, suite: Suite, job: Job, output: TrainOutput, *,
               device: str = "cpu") -> list[CellResult]:
-        p: Private = job.private
+        p: Private = job.private.on(device)
         s = suite.settings
         model = _model(job.plan["model"]).to(device)
-        p.to(device)
         epochs = int(s["epochs"])
         members = len(job.members)
         shapes = {k: tuple(v.shape) for k, v in p.targets[0].items()}
@@ -283,9 +286,13 @@ def _released(variant: Variant) -> bool:
 
 def _inputs(forget_set: Encoded, idk: Encoded, retain_set: Encoded,
             targets: list[dict[str, Tensor]], controls: np.ndarray) -> dict[str, np.ndarray]:
+    """The trainer's arrays; one target is a view of its tensors (``[None]``), not a copy,
+    so the jobs of a real model's seeds share one set of its weights."""
+    stacked = ({f"target.{k}": v.numpy()[None] for k, v in targets[0].items()}
+               if len(targets) == 1 else
+               {f"target.{k}": np.stack([p[k].numpy() for p in targets]) for k in targets[0]})
     return {**forget_set.arrays("forget"), **retain_set.arrays("retain"), **idk.arrays("idk"),
-            "control_vector": controls,
-            **{f"target.{k}": np.stack([p[k].numpy() for p in targets]) for k in targets[0]}}
+            "control_vector": controls, **stacked}
 
 
 def _scope(suite: Suite, variant: Variant, extra: Any) -> str:
@@ -324,11 +331,12 @@ def _mini_job(suite: Suite, variant: Variant, seeds: list[int]) -> Job:
                _inputs(forget_set, idk, retain_set, target_params, controls), plan, private)
 
 
-def _released_job(suite: Suite, variant: Variant, seed: int, data_root: str | None,
-                  download: bool) -> Job:
-    """One seed of a real variant: the released data and the target and retain models from
-    the data root (``variant.config`` names the folders), the same for every seed (the
-    seed orders the unlearning batches)."""
+def _released_jobs(suite: Suite, variant: Variant, seeds: list[int], data_root: str | None,
+                   download: bool) -> list[Job]:
+    """A real variant: the released data and the target and retain models from the data
+    root (``variant.config`` names the folders), read once and the same for every seed
+    (the seed orders the unlearning batches). One job per seed, all sharing those arrays:
+    a real model is not stacked seeds × parameters."""
     from harness.data import data_root as default_root
     from suites.unlearning import pretrained, released
 
@@ -376,14 +384,15 @@ def _released_job(suite: Suite, variant: Variant, seed: int, data_root: str | No
             [gt for _, gt in muse.verbmem])
         splits.mia_forget = encode_passages(tok, muse.privleak_forget, limit=length)
         splits.mia_holdout = encode_passages(tok, muse.privleak_holdout, limit=length)
-    controls = _control_vector(seed, shape["width"])[None]
-    plan = {"seeds": [seed], "benchmark": benchmark,
-            "model": {"path": str(where["target"]), "layers": shape["layers"]}}
     models = {k: str(where[k]) for k in ("target", "retain")}
-    private = Private(splits, [retain], [], [target], [models],
-                      _scope(suite, variant, models))
-    return Job([(variant.name, seed)], _inputs(forget_set, idk, retain_set, [target], controls),
-               plan, private)
+    scope = _scope(suite, variant, models)
+    return [Job([(variant.name, seed)],
+                _inputs(forget_set, idk, retain_set, [target],
+                        _control_vector(seed, shape["width"])[None]),
+                {"seeds": [seed], "benchmark": benchmark,
+                 "model": {"path": str(where["target"]), "layers": shape["layers"]}},
+                Private(splits, [retain], [], [target], [models], scope))
+            for seed in seeds]
 
 
 def _attributes(qa: list[Any], share: float) -> int:
