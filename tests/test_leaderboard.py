@@ -124,6 +124,25 @@ def test_diverged_seeds_are_counted_not_averaged():
     assert row["mean"] == pytest.approx(0.81)
 
 
+def test_an_objective_whose_cells_all_failed_is_on_no_public_table(board):
+    """Killed by the sandbox everywhere: no "0/7 variants" row, no rank, no "--" export
+    row (the owner reads why on the run page)."""
+    killed = make_objective("killed", {}, builtin=False)
+    storage.store_results(killed, SUITE, [
+        CellResult(v, s, "killed", error="violation", reason="violation")
+        for v in ("clean", "sym-0.4") for s in range(2)], ENV)
+    assert "killed" not in [r["objective"] for r in
+                            leaderboard.variant_table(SUITE, "sym-0.4")["rows"]]
+    assert "killed" not in [r["objective"] for r in leaderboard.suite_summary(SUITE)["rows"]]
+    assert "killed" not in [r["objective"] for r in leaderboard.home_table()["rows"]]
+    # one seed that trained brings it back, failures counted beside it
+    storage.store_results(killed, SUITE, [CellResult("clean", 5, "ok", {"test_acc": 0.5,
+                                                                          "noise_rate": 0.0})],
+                          ENV)
+    row = _row(leaderboard.variant_table(SUITE, "clean"), "killed")
+    assert (row["seeds"], row["failed"]) == (1, 2)
+
+
 def test_newest_version_per_label_and_labels_that_collide():
     make_objective("ce", CE)
     make_objective("gce", {"sym-0.4": [0.5, 0.5, 0.5, 0.5]}, code="old = 1\n")

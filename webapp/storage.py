@@ -278,10 +278,12 @@ def version_labels(versions: Iterable[ObjectiveVersion]) -> dict[int, str]:
 
 
 def latest_versions(suite: Suite) -> list[ObjectiveVersion]:
-    """Per (objective, label), the newest version with finished cells in this suite version."""
+    """Per (objective, label), the newest version with a result in this suite version: a
+    cell that trained (ok or diverged). A version whose cells all failed, timed out or were
+    killed is on no public table (its owner sees why on the run page)."""
     versions = (ObjectiveVersion.objects
                 .filter(cells__suite=suite.name, cells__suite_version=suite.version,
-                        cells__status__in=Cell.FINISHED)
+                        cells__status__in=(Cell.OK, Cell.DIVERGED))
                 .distinct().order_by("objective_id", "label", "-created"))
     newest: dict[tuple[int, str], ObjectiveVersion] = {}
     for v in versions:

@@ -1,7 +1,8 @@
 """The leaderboard's tables: per-variant tables, per-suite summaries, the ranked home table.
 
 Which results a table uses: per suite version, the newest version of every (objective,
-label) with finished cells (``storage.latest_versions``), plus the suite's reference
+label) with a result, a cell that trained (``storage.latest_versions``: one whose cells all
+failed or were killed is on no public table), plus the suite's reference
 version (``storage.reference_version``). Statistics come from :mod:`harness.stats`
 through :func:`harness.tables.variant_tables`; nothing here computes an interval of its
 own.
