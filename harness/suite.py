@@ -350,6 +350,10 @@ class Suite:
     # Below this many seeds a row shows its values only: no interval, no verdict (the t
     # interval of 2 seeds is mean ± 12.7·s/√2; harness/stats.py).
     min_seeds: int = 3
+    # The common set the cross-suite rank compares objectives on (default variants only;
+    # () = every default variant): an objective is ranked once it has min_seeds seeds on
+    # each, provisional before.
+    ranked: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self)
@@ -384,6 +388,11 @@ class Suite:
     @property
     def default_variants(self) -> list[str]:
         return [v.name for v in self.variants if v.default]
+
+    @property
+    def ranked_variants(self) -> list[str]:
+        """The variants every ranked objective has results on (``ranked`` or the defaults)."""
+        return list(self.ranked) or self.default_variants
 
     def queue_for(self, variants: Iterable[str]) -> str:
         """``gpu`` when any of the variants needs it, else ``cpu``."""
@@ -447,6 +456,11 @@ def _check(s: Suite) -> None:
         fail("declares no hook")
     if s.min_seeds < 2:
         fail(f"min_seeds must be at least 2 (one seed has no interval), got {s.min_seeds}")
+    defaults = {v.name for v in s.variants if v.default}
+    outside = [v for v in s.ranked if v not in defaults]
+    if outside or len(set(s.ranked)) != len(s.ranked):
+        fail(f"ranked variants must be distinct default variants (a submission runs those); "
+             f"not: {', '.join(outside) or 'repeated names'}")
     metric_names = [m.name for m in s.metrics]
     if len(set(metric_names)) != len(metric_names):
         fail("metric names repeat")

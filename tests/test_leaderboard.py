@@ -306,6 +306,36 @@ def test_table_columns_are_declared_metrics():
         replace(SUITE, columns=("noise_rate",), tracks=(track,))
 
 
+def test_rank_needs_the_minimum_of_seeds_on_each_ranked_variant_only():
+    """The demo's 4 variants × 5 seeds rank an objective; 2 seeds, or a ranked variant
+    missing, leave it provisional; variants outside the ranked set do not count."""
+    ranked = SUITE.ranked_variants
+    assert ranked == ["clean", "sym-0.4", "sym-0.6", "asym-0.4"]
+    make_objective("ce", {v: [0.8] * 5 for v in ranked})
+    make_objective("demo", {v: [0.9, 0.91, 0.92, 0.9, 0.9] for v in ranked}, builtin=False)
+    make_objective("twoseeds", {v: [0.99, 0.99] for v in ranked}, builtin=False)
+    make_objective("missing", {v: [0.95] * 5 for v in ranked[:3]}, builtin=False)
+    make_objective("more", {**{v: [0.85] * 3 for v in ranked}, "sym-0.2": [0.1] * 3},
+                   builtin=False)
+    rows = {r["objective"]: r for r in leaderboard.home_table()["rows"]}
+    assert rows["demo"]["rank"] == 1 and rows["more"]["rank"] == 2 and rows["ce"]["rank"] == 3
+    assert rows["twoseeds"]["rank"] is None and rows["missing"]["rank"] is None
+    assert rows["more"]["score"] == pytest.approx(0.75 / 0.9)  # sym-0.2 is not in it
+    summary = {r["objective"]: r for r in leaderboard.suite_summary(SUITE)["rows"]}
+    assert summary["demo"]["ranked"] and not summary["twoseeds"]["ranked"]
+
+
+def test_ranked_variants_must_be_default_variants():
+    from dataclasses import replace
+
+    from harness.suite import SuiteError
+
+    with pytest.raises(SuiteError, match="ranked variants must be distinct default"):
+        replace(SUITE, ranked=("clean", "mnist/sym-0.4"))
+    with pytest.raises(SuiteError, match="ranked variants must be distinct default"):
+        replace(SUITE, ranked=("clean", "clean"))
+
+
 def test_adding_a_submission_changes_nobody_elses_numbers(board):
     before = leaderboard.suite_summary(SUITE)
     home_before = leaderboard.home_table()
@@ -328,7 +358,8 @@ def test_home_table_rank_filters_and_baselines():
     rows = {r["objective"]: r for r in home["rows"]}
     assert rows["mine"]["rank"] == 1 and rows["ce"]["rank"] == 2
     assert rows["partial"]["rank"] is None and rows["partial"]["score"] is None  # incomplete
-    expected = stats.iqm([(np.mean(full[v]) - 0.1) / 0.9 for v in DEFAULTS])
+    # the score is over the suite's ranked set alone, the same for every objective
+    expected = stats.iqm([(np.mean(full[v]) - 0.1) / 0.9 for v in SUITE.ranked_variants])
     assert rows["mine"]["score"] == pytest.approx(expected)
     assert rows["ce"]["is_builtin"] and not rows["mine"]["is_builtin"]
     cell = rows["mine"]["cells"]["noisy-labels"]

@@ -278,3 +278,10 @@ def test_a_row_below_the_minimum_of_seeds_exports_its_mean_only():
     row = {"mean": 0.773, "ci_low": math.nan, "ci_high": math.nan}
     assert _latex_pm(row, spec) == _latex_interval(row, spec) == spec.format(0.773)
     assert "pm" in _latex_pm({**row, "ci_low": 0.7, "ci_high": 0.8}, spec)
+
+
+def test_the_home_page_marks_unranked_objectives_provisional_and_says_why(client, board):
+    html = client.get("/").content.decode()
+    # the board's objectives cover 2 of the 4 ranked variants: none is ranked yet
+    assert html.count('class="muted provisional"') == 3
+    assert "ranked on clean, sym-0.4, sym-0.6, asym-0.4 with 3 or more seeds each" in html

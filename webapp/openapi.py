@@ -203,6 +203,8 @@ SUMMARY_ROW = obj({
                     "reference across covered variants (positive = better)"},
     "normalized": {**NUM_OR_NULL, "description": "mean anchored headline (0 = worst anchor, "
                    "1 = best)"},
+    "ranked": {**BOOL, "description": "the suite's minimum of seeds on each of its ranked "
+               "variants: counted in the cross-suite rank (else provisional)"},
 }, description="One objective version across a suite's default variants.", extra=True)
 
 OBJECTIVE = obj({

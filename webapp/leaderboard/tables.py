@@ -31,8 +31,10 @@ from webapp.leaderboard import cache
 from webapp.leaderboard.lookup import KINDS, check_kind, suite_meta, suite_of, variant_of
 from webapp.models import Cell, Metric, Objective, ObjectiveVersion
 
-RANK_METHOD = ("IQM of normalized headline means over the default variants of every suite "
-               "the objective completed; normalization anchors are fixed per suite version")
+RANK_METHOD = ("IQM of normalized headline means over each suite's ranked variants (a "
+               "common set per suite) where the objective has the suite's minimum of seeds on "
+               "every one; normalization anchors are fixed per suite version. Objectives "
+               "short of that are provisional: listed, not ranked")
 
 
 # --- public -----------------------------------------------------------------------------
@@ -137,9 +139,9 @@ def _build_home(suites: list[Suite], fps: dict[tuple[str, str], str]) -> dict:
                 "objective": r["label"], "slug": r["slug"], "name": r["name"],
                 "is_builtin": r["is_builtin"], "cells": {}, "_scores": []})
             row["cells"][s.name] = {k: x for k, x in r.items()
-                                    if k not in ("by_variant", "variant_means")}
-            if r["complete"] and r["by_variant"]:
-                row["_scores"].extend(v for v in r["by_variant"].values() if v is not None)
+                                    if k not in ("by_variant", "variant_means", "ranked_scores")}
+            if r["ranked"]:
+                row["_scores"].extend(v for v in r["ranked_scores"] if v is not None)
     for row in rows.values():
         scores = row.pop("_scores")
         row["score"] = stats.iqm(scores) if scores else None
@@ -159,7 +161,7 @@ def _build_home(suites: list[Suite], fps: dict[tuple[str, str], str]) -> dict:
             "suites": [{k: found[s.name][k] for k in
                         ("suite", "suite_version", "description", "headline", "headline_label",
                          "headline_short", "headline_spec", "percent", "higher_is_better",
-                         "better", "reference", "variants", "anchors")}
+                         "better", "reference", "variants", "anchors", "ranked", "min_seeds")}
                        for s in shown],
             "rows": ordered}
 
@@ -287,12 +289,18 @@ def _build_summary(suite: Suite) -> dict:
         by_variant = {x: anchors.normalize(m) for x, m in means.items()}
         worst = worst_variant(means, headline.higher_is_better) or (None, None)
         c = counts.get(v.pk, {})
+        ranked = bool(suite.ranked_variants) and all(
+            len(mine.get(x, {})) >= suite.min_seeds for x in suite.ranked_variants)
         rows.append({
             "objective": labels[v.pk], "label": v.label, "name": v.objective.name,
             "slug": v.objective.slug, "version_id": v.pk, "is_builtin": v.objective.is_builtin,
             "is_reference": ref is not None and v.pk == ref.pk,
             "variants_covered": len(covered), "variants_total": len(defaults),
             "complete": len(covered) == len(defaults) and bool(defaults),
+            # ranked: min_seeds seeds on each of the suite's ranked variants; the home
+            # table's score averages those alone, the same set for every objective
+            "ranked": ranked,
+            "ranked_scores": [by_variant[x] for x in suite.ranked_variants] if ranked else [],
             "diverged": c.get(Cell.DIVERGED, 0),
             "failed": sum(n for s, n in c.items() if s not in (Cell.OK, Cell.DIVERGED)),
             "mean": float(np.mean(list(means.values()))) if means else None,
@@ -309,7 +317,8 @@ def _build_summary(suite: Suite) -> dict:
         r["distinguishable"] = bool(p < 0.05)
     rows.sort(key=lambda r: (r["normalized"] is None, -(r["normalized"] or 0), r["objective"]))
     return {**suite_meta(suite), "reference": labels.get(ref.pk) if ref else None,
-            "variants": defaults, "rows": rows}
+            "variants": defaults, "ranked": suite.ranked_variants,
+            "min_seeds": suite.min_seeds, "rows": rows}
 
 
 def relative(mine: dict[str, dict[int, float]], ref: dict[str, dict[int, float]],
