@@ -8,6 +8,9 @@ own stream, so seed k sees the same noise and order whatever the objective is
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -30,3 +33,22 @@ def _word(x: str | int) -> int:
     # words, so (..., 0) equalled (...), and splits ints >= 2**32 into two words).
     text = f"int:{x}" if isinstance(x, int) else x
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+# The process's global torch generator is one for all threads: a seeded initialisation in
+# one thread interleaved with draws in another (a model built, another seed's init) gives a
+# different model. Every draw from it in harness code holds this lock (a worker trains
+# several jobs in threads; the hostile corpus did and saw two inits of one seed differ).
+_TORCH_GLOBAL = threading.RLock()
+
+
+@contextmanager
+def torch_global(seed: int | None = None) -> Iterator[None]:
+    """The global torch RNG, this thread's alone until the block ends: seeded with ``seed``
+    (if given) and restored after, so what the block draws moves nobody else's stream."""
+    import torch
+
+    with _TORCH_GLOBAL, torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield

@@ -16,8 +16,7 @@ def stacked_init(model: nn.Module, seeds: list[int]) -> dict[str, Tensor]:
     per_seed = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(seeding.stream_seed(seed, seeding.INIT))
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(torch.randint(2**62, (1,), generator=gen)))
+        with seeding.torch_global(int(torch.randint(2**62, (1,), generator=gen))):
             for module in model.modules():
                 if hasattr(module, "reset_parameters"):
                     module.reset_parameters()

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness import seeding
 from harness.models.mlp import mlp
 from harness.objectives.loading import Objective, load_objective
 from harness.outputs import check_array, diverged_in, diverged_out, params_in, params_out
@@ -196,11 +197,12 @@ def reliability(probs: np.ndarray, labels: np.ndarray,
 
 def model_for(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:
     """The suite's MLP D-256-256-K for feature vectors; a CIFAR ResNet-20 for images."""
-    if len(input_shape) == 1:
-        return mlp((input_shape[0], 256, 256, num_classes))
     from harness.models.resnet import cifar_resnet
 
-    return cifar_resnet(input_shape[0], num_classes)
+    with seeding.torch_global():  # building draws: from nobody else's stream
+        if len(input_shape) == 1:
+            return mlp((input_shape[0], 256, 256, num_classes))
+        return cifar_resnet(input_shape[0], num_classes)
 
 
 def _logits(model: torch.nn.Module, params: Mapping[str, torch.Tensor],

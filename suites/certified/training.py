@@ -11,6 +11,7 @@ from typing import Any
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from harness import seeding
 from harness.objectives.loading import Objective
 from harness.pipeline import InvalidOutput
 from harness.suite import Suite, Variant
@@ -95,10 +96,12 @@ def schedule_of(suite: Suite, variant: Variant) -> Schedule:
 
 def model_for(data: Dataset, training: Training) -> Net:
     options = {"batch_norm": training.batch_norm, "init": training.init}
-    if data.x_train.ndim == 2:
-        return certified_mlp((data.x_train.shape[1], 128, 128, data.num_classes), **options)
-    return certified_cnn(data.x_train.shape[1], data.x_train.shape[2], data.num_classes,
-                         **options)
+    with seeding.torch_global():  # building draws: from nobody else's stream
+        if data.x_train.ndim == 2:
+            return certified_mlp((data.x_train.shape[1], 128, 128, data.num_classes),
+                                 **options)
+        return certified_cnn(data.x_train.shape[1], data.x_train.shape[2], data.num_classes,
+                             **options)
 
 
 def member_loss(net: Net, objective: Objective, training: Training, schedule: Schedule,

@@ -258,8 +258,9 @@ def model_for(data: Dataset) -> torch.nn.Module:
 
 
 def _model(x_train: torch.Tensor, num_classes: int) -> torch.nn.Module:
-    if x_train.ndim == 2:
-        return mlp((x_train.shape[1], 256, 256, num_classes))
     from harness.models.cnn import small_cnn
 
-    return small_cnn(x_train.shape[1], num_classes)
+    with seeding.torch_global():  # building draws: from nobody else's stream
+        if x_train.ndim == 2:
+            return mlp((x_train.shape[1], 256, 256, num_classes))
+        return small_cnn(x_train.shape[1], num_classes)

@@ -73,9 +73,9 @@ def training_set(config: dict[str, Any]) -> tuple[Encoded, np.ndarray]:
 def init_params(config: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
     """A fresh initialisation from ``seed``'s INIT stream (target and retain of a seed
     share it, as TOFU's share one base model)."""
-    model = TinyLM(model_config(config))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seeding.stream_seed(seed, seeding.INIT, "unlearning-lm"))
+    with seeding.torch_global():  # building draws: from nobody else's stream
+        model = TinyLM(model_config(config))
+    with seeding.torch_global(seeding.stream_seed(seed, seeding.INIT, "unlearning-lm")):
         model.reset_parameters()
     return {k: v.detach().clone() for k, v in model.named_parameters()}
 
@@ -87,7 +87,8 @@ def build_model(config: dict[str, Any], seed: int | None) -> dict[str, np.ndarra
             raise ValueError("a target or retain model is built per seed")
         seed = seeding.stream_seed(int(config["replica"]), seeding.INIT, "retain-replica")
     start = time.perf_counter()
-    model = TinyLM(model_config(config))
+    with seeding.torch_global():  # building draws: from nobody else's stream
+        model = TinyLM(model_config(config))
     enc, passages = training_set(config)
     trained = train(model, init_params(config, seed), enc,
                     seed=seeding.stream_seed(seed, seeding.ORDER, "fixture",

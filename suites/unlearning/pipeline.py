@@ -270,11 +270,12 @@ def _hidden_layer(objective: Objective, layers: int, default: int) -> int:
 
 def _model(spec: Mapping[str, Any]) -> nn.Module:
     """The module a job's parameters run in: a real model's (``path``) or the mini one."""
-    if "path" in spec:
-        from suites.unlearning.pretrained import skeleton
+    from suites.unlearning.pretrained import skeleton
 
-        return skeleton(str(spec["path"]))
-    return TinyLM(LMConfig(**{k: int(v) for k, v in spec.items()}))
+    with seeding.torch_global():  # building draws: from nobody else's stream
+        if "path" in spec:
+            return skeleton(str(spec["path"]))
+        return TinyLM(LMConfig(**{k: int(v) for k, v in spec.items()}))
 
 
 # --- data -----------------------------------------------------------------------------
