@@ -236,3 +236,28 @@ def test_a_suites_heatmap_renders(page, monkeypatch):
     assert plot.locator("text=lower is better").count() == 1  # the colour bar's title
     assert page.locator("#across-table td.worst").count() == 2  # one per objective
     assert errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeypatch):
+    """A third objective ran clean and out-0.4 but not out-0.2: its line and its band stop
+    at the gap instead of joining clean to out-0.4, and no plot fails."""
+    from tests.test_leaderboard import make_fake, with_fake_suite
+
+    suite = with_fake_suite(monkeypatch)
+    make_fake(suite, "gap", {"clean": [(0.45, 0.3), (0.55, 0.4)],
+                             "out-0.4": [(0.85, 0.6), (0.95, 0.7)]})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{page.base}/suites/fake-regression/?variant=out-0.2")  # gap is not here
+    page.wait_for_selector("#family-data-plot[data-rendered='true']")
+    traces = page.evaluate("() => document.getElementById('family-data-plot').data.map("
+                           "t => ({name: t.name, x: t.x, y: t.y, fill: t.fill || '',"
+                           " group: t.legendgroup, visible: t.visible}))")
+    line = next(t for t in traces if t["name"] == "gap")
+    assert line["x"] == [0, 0.2, 0.4, 0.6] and line["y"][1] is None and line["y"][3] is None
+    assert [round(v, 6) for v in (line["y"][0], line["y"][2])] == [0.5, 0.9]
+    band = next(t for t in traces if t["group"] == "gap" and t["fill"] == "toself")
+    assert None in band["x"]  # two polygons, one per run of consecutive variants
+    assert line["visible"] is True  # three objectives: all drawn at first
+    assert errors == []

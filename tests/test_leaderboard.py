@@ -396,7 +396,9 @@ def test_family_series_and_shaping_helpers(board):
                                    spec=SUITE.headline_metric.to_json())
     sym = next(f for f in plot["families"] if f["name"] == "digits/symmetric")
     line = next(x for x in sym["lines"] if x["label"] == "gce")
-    assert line["x"] == [0.0, 0.4] and line["mean"][1] == pytest.approx(row["mean"])
+    # the family's every x; the variants gce did not run are gaps, never joined
+    assert line["x"] == [0.0, 0.2, 0.4, 0.6] and line["mean"][2] == pytest.approx(row["mean"])
+    assert line["mean"][1] is None and line["mean"][3] is None and line["low"][1] is None
     rows = leaderboard.visible_rows(table["rows"], limit=1)
     assert [r["objective"] for r in rows] == ["gce", "ce"]  # the reference always stays
     assert [r["objective"] for r in leaderboard.visible_rows(table["rows"],

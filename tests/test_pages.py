@@ -89,7 +89,8 @@ def test_suite_page_table_plots_and_exports(client, board):
     family = _json_script(html, "family-data")
     sym = next(f for f in family["families"] if f["name"] == "digits/symmetric")
     assert {line["label"] for line in sym["lines"]} == {"gce", "mae", "ce"}
-    assert sym["lines"][0]["x"] == [0.0, 0.4]
+    assert sym["lines"][0]["x"] == [0.0, 0.2, 0.4, 0.6]
+    assert [m is None for m in sym["lines"][0]["mean"]] == [False, True, False, True]
     default = client.get("/suites/noisy-labels/").content.decode()
     assert "<h2>clean" in default  # the first default variant with results
     assert client.get("/suites/noisy-labels/?variant=sym-0.4&kind=submitted&show=all"

@@ -62,11 +62,13 @@ def _build_view(suite: Suite, variant: str, suite_fp: str, per_variant: dict[str
     tables = variant_tables_cached(suite, list(dict.fromkeys([variant, drawn])), per_variant)
     table = tables[variant]
     rows = visible_rows(table["rows"], kind=kind, limit=limit)
-    series = plots.build_series(suite, rows)
     summary = summaries([(suite, suite_fp)])[suite.name]
+    # the family plot chooses its lines across the family, from every objective of the kind
+    everyone = visible_rows(summary["rows"], kind=kind)
+    series = plots.build_series(suite, everyone)
     return {"table": {**table, "rows": rows}, "total_rows": len(table["rows"]),
             "axis": series["axis"], "strip": plots.strip_plot(table, rows),
-            "family": plots.family_plot(series, [r["objective"] for r in rows],
+            "family": plots.family_plot(series, [r["objective"] for r in everyone],
                                         metric=table["headline_label"],
                                         spec=table["headline_spec"]),
             "heatmap": plots.heatmap(suite, rows, tables[drawn]),

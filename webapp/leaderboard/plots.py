@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
+import scipy.stats
 
 from harness import stats
 from harness.suite import Suite, is_number
@@ -111,28 +112,67 @@ def build_series(suite: Suite, rows: list[dict] | None = None) -> dict:
     return {"axis": axis, "series": series}
 
 
+# Lines a family plot shows before the reader clicks the legend (the rest are listed).
+FAMILY_SHOWN = 8
+
+
 def family_plot(series: dict, labels: Iterable[str], *, metric: str, spec: dict) -> dict:
-    """Line-plot data per variant family: per objective, x and mean with CI band."""
+    """Line-plot data per variant family: per objective, the family's every x with the mean
+    and CI band, None where the objective did not run that variant (the line breaks there,
+    it never joins the variants either side).
+
+    Lines are ordered by the objective's mean rank over the family's variants it ran (ties:
+    more variants first), chosen across the family, not on one variant. ``shown``: the
+    reference, the :data:`FAMILY_SHOWN` best, and the best on any variant of the family;
+    the others start hidden in the legend.
+    """
     axis = series.get("axis")
     if not axis:
         return {"families": []}
+    higher = spec.get("better", "higher") != "lower"
     labels = [x for x in labels if x in series["series"]]
     families = []
     for fam in axis["families"]:
+        points = {label: [series["series"][label]["points"].get(v) for v in fam["variants"]]
+                  for label in labels}
+        points = {k: [p if p is not None and p[0] is not None else None for p in pts]
+                  for k, pts in points.items() if any(p is not None and p[0] is not None
+                                                      for p in pts)}
+        ranks, best = _family_ranks(points, len(fam["variants"]), higher)
+        order = sorted(points, key=lambda k: (ranks[k], -sum(p is not None for p in points[k]),
+                                              k))
         lines = []
-        for label in labels:
-            s = series["series"][label]
-            pts = [(x, s["points"].get(v)) for v, x in zip(fam["variants"], fam["x"],
-                                                            strict=True)]
-            pts = [(x, p) for x, p in pts if p is not None and p[0] is not None]
-            if len(pts) >= 2:
-                lines.append({"label": label, "is_reference": s["is_reference"],
-                              "x": [x for x, _ in pts], "mean": [p[0] for _, p in pts],
-                              "low": [p[1] for _, p in pts], "high": [p[2] for _, p in pts]})
+        for i, label in enumerate(order):
+            s, pts = series["series"][label], points[label]
+            lines.append({
+                "label": label, "is_reference": s["is_reference"],
+                "shown": s["is_reference"] or i < FAMILY_SHOWN or label in best,
+                "mean_rank": ranks[label], "x": list(fam["x"]),
+                "mean": [p[0] if p else None for p in pts],
+                "low": [p[1] if p else None for p in pts],
+                "high": [p[2] if p else None for p in pts]})
         if lines:
             families.append({"name": fam["name"], "x_label": axis["x_label"],
-                             "lines": lines})
-    return {"metric": metric, "spec": spec, "families": families}
+                             "variants": list(fam["variants"]), "lines": lines})
+    return {"metric": metric, "spec": spec, "families": families, "shown": FAMILY_SHOWN}
+
+
+def _family_ranks(points: dict[str, list], n: int, higher: bool) -> tuple[dict, set]:
+    """Each objective's mean rank (1 = best; ties share the mean of their places) over the
+    variants it ran, and the objectives best on at least one variant."""
+    ranks: dict[str, list[float]] = {k: [] for k in points}
+    best: set[str] = set()
+    for j in range(n):
+        ran = [(k, pts[j][0]) for k, pts in points.items() if pts[j] is not None]
+        if not ran:
+            continue
+        means = np.array([m for _, m in ran], dtype=float)
+        places = scipy.stats.rankdata(-means if higher else means)  # ties: average places
+        for (k, _), place in zip(ran, places, strict=True):
+            ranks[k].append(float(place))
+            if place == places.min():
+                best.add(k)
+    return {k: float(np.mean(r)) for k, r in ranks.items()}, best
 
 
 def strip_plot(table: dict, rows: list[dict]) -> dict:

@@ -59,10 +59,19 @@
       map[l.label] = l.is_reference ? REF : COLORS[i++ % COLORS.length]; } });
     return map;
   }
+  // The CI band as one closed polygon per run of consecutive points: a point without a
+  // band (a variant not run) separates two polygons (a null ends a "toself" shape).
   function band(x, low, high, color, axes, group) {
-    var xs = [], ys = [];
-    for (var i = 0; i < x.length; i++) { if (high[i] !== null) { xs.push(x[i]); ys.push(high[i]); } }
-    for (var j = x.length - 1; j >= 0; j--) { if (low[j] !== null) { xs.push(x[j]); ys.push(low[j]); } }
+    var xs = [], ys = [], i = 0;
+    while (i < x.length) {
+      if (high[i] === null || low[i] === null) { i++; continue; }
+      var j = i;
+      while (j < x.length && high[j] !== null && low[j] !== null) { j++; }
+      if (xs.length) { xs.push(null); ys.push(null); }
+      for (var a = i; a < j; a++) { xs.push(x[a]); ys.push(high[a]); }
+      for (var b = j - 1; b >= i; b--) { xs.push(x[b]); ys.push(low[b]); }
+      i = j;
+    }
     return {x: xs, y: ys, type: "scatter", mode: "lines", fill: "toself", line: {width: 0},
             fillcolor: rgba(color, 0.14), hoverinfo: "skip", showlegend: false,
             legendgroup: group, xaxis: axes[0], yaxis: axes[1]};
@@ -96,10 +105,10 @@
     var f = scale(d.spec), fmt = hoverFormat(d.spec), traces = [], layout = base({});
     var labels = [];
     d.families.forEach(function (fam) { fam.lines.forEach(function (l) { labels.push(l); }); });
-    var colors = colorFor(labels), seen = {}, shownCount = 0, visible = {};
-    labels.forEach(function (l) {
-      if (!(l.label in visible)) { visible[l.label] = l.is_reference || shownCount++ < 8; }
-    });
+    // shown at first: what the server chose across each family (l.shown); a label shown
+    // in one family is shown in all, as its legend entry toggles them together
+    var colors = colorFor(labels), seen = {}, visible = {};
+    labels.forEach(function (l) { visible[l.label] = visible[l.label] || l.shown !== false; });
     var n = d.families.length;
     layout.grid = {rows: 1, columns: n, pattern: "independent"};
     layout.height = 400;
@@ -113,6 +122,7 @@
         b.visible = vis;
         traces.push(b);
         traces.push({x: l.x, y: l.mean.map(f), type: "scatter", mode: "lines+markers",
+                     connectgaps: false,
                      name: esc(l.label), legendgroup: l.label, showlegend: !seen[l.label],
                      visible: vis, xaxis: axes[0], yaxis: axes[1],
                      line: {color: color, width: 2, dash: l.is_reference ? "dash" : "solid"},
