@@ -25,4 +25,7 @@ def environment(device: str = "cpu") -> dict[str, object]:
         "packages": versions,
         "device": device if device == "cpu" else torch.cuda.get_device_name(device),
         "torch_threads": torch.get_num_threads(),
+        # the vector unit torch's CPU kernels use: numbers match bit for bit only between
+        # machines with the same one (and the same threads, versions and device)
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }

@@ -161,10 +161,19 @@ def run_in_process(suite: Suite, objective: Objective, variants: list[Variant],
         output = train_safely(steps, suite, objective, job.inputs, job.plan, progress=progress,
                               **options)
         if output.error:
-            results += failed(job, output.error, output.reason)
+            results += grouped(job, failed(job, output.error, output.reason))
             continue
         try:
-            results += steps.judge(suite, job, output, device=options.get("device", "cpu"))
+            judged = steps.judge(suite, job, output, device=options.get("device", "cpu"))
         except InvalidOutput as exc:  # e.g. a post-hoc hook's output the judge refuses
-            results += failed(job, str(exc), "invalid-output")
+            judged = failed(job, str(exc), "invalid-output")
+        results += grouped(job, judged)
+    return results
+
+
+def grouped(job: Job, results: list[CellResult]) -> list[CellResult]:
+    """``results`` recording how many members trained together: the numbers do not depend
+    on it (tests/test_grouping.py), and the record says what it was."""
+    for r in results:
+        r.info = {**r.info, "group_members": len(job.members)}
     return results

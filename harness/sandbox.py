@@ -30,7 +30,7 @@ from typing import Any
 from harness import registry
 from harness.objectives.loading import Objective
 from harness.objectives.validate import Validation
-from harness.pipeline import InvalidOutput, Job, Pipeline, failed
+from harness.pipeline import InvalidOutput, Job, Pipeline, failed, grouped
 from harness.remote import LossServers, RemoteError, ServerEnded
 from harness.sandbox_launch import SandboxUnavailable, isolation_support
 from harness.sandbox_process import STATUS_OF_REASON, Limits, Process
@@ -102,7 +102,7 @@ def _run_job(steps: Pipeline, suite: Suite, job: Job, code: str, filename: str,
     for r in results:
         r.captured = captured
         r.info = {**r.info, "sandbox": isolation}
-    return results
+    return grouped(job, results)
 
 
 def _failure(exc: BaseException) -> tuple[str, str]:
