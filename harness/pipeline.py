@@ -23,6 +23,7 @@ See ``docs/suite-contract.md``.
 from __future__ import annotations
 
 import errno
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -158,22 +159,26 @@ def run_in_process(suite: Suite, objective: Objective, variants: list[Variant],
     steps = pipeline(suite)
     results: list[CellResult] = []
     for job in steps.prepare(suite, variants, seeds, data_root=data_root, download=download):
+        start = time.monotonic()
         output = train_safely(steps, suite, objective, job.inputs, job.plan, progress=progress,
                               **options)
         if output.error:
-            results += grouped(job, failed(job, output.error, output.reason))
+            results += grouped(job, failed(job, output.error, output.reason),
+                               time.monotonic() - start)
             continue
         try:
             judged = steps.judge(suite, job, output, device=options.get("device", "cpu"))
         except InvalidOutput as exc:  # e.g. a post-hoc hook's output the judge refuses
             judged = failed(job, str(exc), "invalid-output")
-        results += grouped(job, judged)
+        results += grouped(job, judged, time.monotonic() - start)
     return results
 
 
-def grouped(job: Job, results: list[CellResult]) -> list[CellResult]:
-    """``results`` recording how many members trained together: the numbers do not depend
-    on it (tests/test_grouping.py), and the record says what it was."""
+def grouped(job: Job, results: list[CellResult], seconds: float) -> list[CellResult]:
+    """``results`` recording the group they trained in: how many members (the numbers
+    should not depend on it: docs/reproducibility.md) and its wall time, trained and
+    judged together (a cell's ``wall_time`` is its share: the group's over its members)."""
     for r in results:
-        r.info = {**r.info, "group_members": len(job.members)}
+        r.info = {**r.info, "group_members": len(job.members),
+                  "group_seconds": round(seconds, 3)}
     return results

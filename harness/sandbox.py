@@ -51,13 +51,15 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
                         hyperparameters: Mapping[str, Any], variants: list[str],
                         seeds: list[int], *, threads: int = 1, device: str = "cpu",
                         heartbeat: Callable[[], None] | None = None,
+                        progress: Callable[[float], None] | None = None,
                         limits: Limits | None = None, python_guard: bool = True,
                         data_root: str | None = None) -> list[CellResult]:
     """Every (variant, seed) cell of an untrusted objective: trained here, its loss served
     from the sandbox, judged here.
 
     Never raises for anything the objective does; raises for infrastructure problems
-    (the caller retries those). ``threads`` is this process's torch threads for training.
+    (the caller retries those). ``threads`` is this process's torch threads for training;
+    ``progress`` gets the trainer's reports (cells' worth of training done since the last).
     """
     steps = registry.pipeline(suite)
     results: list[CellResult] = []
@@ -66,13 +68,16 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
     for job in jobs:
         run_limits = limits or Limits.for_run(suite, len(job.members), threads)
         results += _run_job(steps, suite, job, code, filename, hyperparameters, run_limits,
-                            device=device, heartbeat=heartbeat, python_guard=python_guard)
+                            device=device, heartbeat=heartbeat, progress=progress,
+                            python_guard=python_guard)
     return results
 
 
 def _run_job(steps: Pipeline, suite: Suite, job: Job, code: str, filename: str,
              hyperparameters: Mapping[str, Any], limits: Limits, *, device: str,
-             heartbeat: Callable[[], None] | None, python_guard: bool) -> list[CellResult]:
+             heartbeat: Callable[[], None] | None,
+             progress: Callable[[float], None] | None = None,
+             python_guard: bool) -> list[CellResult]:
     import time
 
     from harness.train import ObjectiveRuntimeError
@@ -86,7 +91,7 @@ def _run_job(steps: Pipeline, suite: Suite, job: Job, code: str, filename: str,
         try:
             servers.start()
             out = steps.train(suite, servers.objective(), dict(job.inputs), dict(job.plan),
-                              device=device, mode="vmap")
+                              device=device, mode="vmap", progress=progress)
             results = steps.judge(suite, job, out, device=device)
         except ObjectiveRuntimeError as exc:
             reason, error = _failure(exc.__cause__ or exc)
@@ -102,7 +107,7 @@ def _run_job(steps: Pipeline, suite: Suite, job: Job, code: str, filename: str,
     for r in results:
         r.captured = captured
         r.info = {**r.info, "sandbox": isolation}
-    return grouped(job, results)
+    return grouped(job, results, wall)
 
 
 def _failure(exc: BaseException) -> tuple[str, str]:

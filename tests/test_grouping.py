@@ -76,8 +76,10 @@ def test_judged_cells_are_identical_in_any_grouping_in_process_and_sandboxed():
     grouped = run_in_process(SUITE, ce, [SUITE.variant(v) for v in SUITE.default_variants],
                              [0, 1])
     code = Path(ce.path).read_text()
+    reports: list[float] = []  # the trainer's progress, as a worker's heartbeat gets it
     sandboxed = run_cells_sandboxed(SUITE, code, "ce.py", {}, SUITE.default_variants, [0, 1],
-                                    threads=2)
+                                    threads=2, progress=reports.append)
+    assert len(reports) == 3 and sum(reports) == pytest.approx(14)  # an epoch: 14 / 3
     cell = {r.status: r for r in alone}["ok"]
     for results, members in ((grouped, 14), (sandboxed, 14)):
         same = next(r for r in results if (r.variant, r.seed) == CELL)

@@ -383,7 +383,8 @@ def test_status_json_shape_and_the_page(client_a, client):
     cell = state["cells"][0]
     assert set(cell) == {"id", "suite", "suite_version", "variant", "seed", "status", "label",
                          "reason", "reason_code", "attempts", "worker", "error", "captured",
-                         "has_details", "headline", "wall_time"}
+                         "has_details", "headline", "wall_time", "progress", "eta_seconds",
+                         "group_members", "group_seconds", "time_text"}
     assert (cell["suite"], cell["status"], cell["label"], cell["headline"]) == (
         "noisy-labels", "queued", "queued", None)
     assert (cell["attempts"], cell["worker"], cell["reason_code"], cell["error"]) == (

@@ -607,3 +607,69 @@ def _group_of(proc) -> int | None:
         return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
     except (OSError, ValueError, IndexError):
         return None
+
+
+# --- progress and time on the run status page -------------------------------------------
+
+
+def test_a_running_group_writes_its_progress_with_the_heartbeat(version, settings, monkeypatch):
+    """The trainer's per-epoch reports reach the cells' ``progress`` through the heartbeat;
+    the group's record says how many cells trained together and for how long."""
+    settings.HARNESS_HEARTBEAT_INTERVAL = 0.0
+    cells = make_cells(version, variants=("sym-0.2",), seeds=(0, 1, 2, 3),
+                       suite_version="1.0+e4")
+    written: list[float | None] = []
+    real = storage.heartbeat
+
+    def spy(claim, progress=None):
+        written.append(progress)
+        return real(claim, progress)
+
+    monkeypatch.setattr(storage, "heartbeat", spy)
+    run_task(cells)
+    reports = [p for p in written if p is not None]
+    assert reports == sorted(reports) and reports[-1] == pytest.approx(1.0)
+    assert pytest.approx(0.25) in reports  # after the first of 4 epochs: 4 cells × 1/4
+    done = fresh(cells)
+    assert {c.status for c in done} == {Cell.OK}
+    assert {c.environment["group_members"] for c in done} == {4}
+    seconds = {c.environment["group_seconds"] for c in done}
+    assert len(seconds) == 1 and seconds.pop() > 0
+    assert all(c.wall_time * 4 == pytest.approx(c.environment["group_seconds"], rel=0.5)
+               for c in done)  # a cell's wall time is its share of the group's
+
+
+def test_heartbeat_progress_is_bounded_and_a_new_claim_clears_it(version, settings):
+    settings.HARNESS_HEARTBEAT_INTERVAL = 0.0
+    (cell,) = make_cells(version, seeds=(0,))
+    claim = storage.claim([cell.pk], worker="w1")
+    beat = heartbeat.Heartbeat(claim, cells=4)
+    assert beat.progress is None  # nothing reported yet
+    beat.advance(1)
+    assert fresh([cell])[0].progress == pytest.approx(0.25)
+    beat.advance(10)  # more than the group: still 1
+    assert fresh([cell])[0].progress == 1.0
+    Cell.objects.update(status=Cell.QUEUED)  # requeued by the reaper
+    assert fresh([cell])[0].progress == 1.0
+    storage.claim([cell.pk], worker="w2")
+    assert fresh([cell])[0].progress is None  # a fresh attempt starts from nothing
+
+
+def test_status_shows_progress_with_an_eta_and_the_groups_honest_wall_time(version):
+    now = timezone.now()
+    running, finished, early = make_cells(version, seeds=(0, 1, 2))
+    Cell.objects.filter(pk=running.pk).update(status=Cell.RUNNING, progress=0.25,
+                                              started_at=now - timedelta(seconds=60))
+    Cell.objects.filter(pk=early.pk).update(status=Cell.RUNNING, progress=None,
+                                            started_at=now)
+    Cell.objects.filter(pk=finished.pk).update(
+        status=Cell.OK, wall_time=240 / 14,
+        environment={"group_members": 14, "group_seconds": 240.0})
+    rows = {c.pk: status.timing(c, now) for c in fresh([running, finished, early])}
+    assert rows[running.pk]["progress"] == 0.25
+    assert rows[running.pk]["eta_seconds"] == pytest.approx(180.0)  # 60 s for a quarter
+    assert rows[running.pk]["time_text"] == "25% of its group · about 3 min left"
+    assert rows[early.pk] == {"progress": None, "eta_seconds": None, "group_members": None,
+                              "group_seconds": None, "time_text": ""}
+    assert rows[finished.pk]["time_text"] == "4 min, 14 cells together"  # not 17 s a cell
+    assert rows[finished.pk]["group_members"] == 14

@@ -84,6 +84,9 @@ class Cell(models.Model):
     captured = models.TextField(blank=True)
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # share of the training of the group this cell trains in (0–1), written with the
+    # heartbeat; None when the suite reports none or the cell is not running
+    progress = models.FloatField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -191,16 +191,18 @@ def claim(cell_ids: Iterable[int], *, worker: str,
             changes = {"attempts": cell.attempts + 1, "started_at": now}
         if Cell.objects.filter(seen).update(
                 status=Cell.RUNNING, worker=worker[:200], heartbeat_at=now, finished_at=None,
-                error="", reason="", captured="", **changes):
+                error="", reason="", captured="", progress=None, **changes):
             taken[cell.pk] = changes.get("attempts", cell.attempts)
     return taken
 
 
-def heartbeat(claim: Mapping[int, int]) -> int:
-    """Refresh the heartbeat of the cells the claim still holds; how many it holds."""
+def heartbeat(claim: Mapping[int, int], progress: float | None = None) -> int:
+    """Refresh the heartbeat of the cells the claim still holds (and their group's
+    ``progress``, 0–1, when known); how many it holds."""
     if not claim:
         return 0
-    return Cell.objects.filter(held(claim)).update(heartbeat_at=timezone.now())
+    changes = {} if progress is None else {"progress": min(max(float(progress), 0.0), 1.0)}
+    return Cell.objects.filter(held(claim)).update(heartbeat_at=timezone.now(), **changes)
 
 
 def finish(cells: Q, status: str, reason: str, error: str) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,17 +116,18 @@ class GroupRun:
         variants, seeds = self.members()
         version = self.version
         device = device or device_for(self.suite, variants)
-        with Heartbeat(self.claimed) as beat:
+        with Heartbeat(self.claimed, cells=len(variants) * len(seeds)) as beat:
             if version.objective.is_builtin:  # trusted baselines: in this process
                 beat.start_thread()
                 with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
                     objective = load_stored(version, Path(tmp))
                     options = {} if device == "cpu" else {"device": device}
-                    results = self.suite.run_cells(objective, variants, seeds, **options)
+                    results = self.suite.run_cells(objective, variants, seeds,
+                                                   progress=beat.advance, **options)
                     for r in results:
                         r.error = scrub_paths(scrub_paths(r.error, Path(tmp).resolve()), tmp)
             else:
-                results = _sandboxed(self.suite, version, variants, seeds, device, beat.beat)
+                results = _sandboxed(self.suite, version, variants, seeds, device, beat)
         return results
 
     def store(self, results: list[CellResult], device: str | None = None) -> int:
@@ -156,7 +157,7 @@ class GroupRun:
 
 
 def _sandboxed(suite: Suite, version: ObjectiveVersion, variants: list[str], seeds: list[int],
-               device: str, heartbeat: Callable[[], None]) -> list[CellResult]:
+               device: str, beat: Heartbeat) -> list[CellResult]:
     """A submitted objective's cells, trained in the sandbox and judged here."""
     try:
         from harness.sandbox import run_cells_sandboxed
@@ -165,7 +166,8 @@ def _sandboxed(suite: Suite, version: ObjectiveVersion, variants: list[str], see
     try:
         return run_cells_sandboxed(suite, version.code, code_filename(version.objective.slug),
                                    dict(version.hyperparameters), variants, seeds,
-                                   threads=torch_threads(), device=device, heartbeat=heartbeat)
+                                   threads=torch_threads(), device=device, heartbeat=beat.beat,
+                                   progress=beat.advance)
     except DB_ERRORS:
         raise  # the heartbeat's database, retried as such
     except Exception as exc:

@@ -25,14 +25,26 @@ class Heartbeat:
     staleness, and the fenced writes make a lost claim harmless.
     """
 
-    def __init__(self, claim: Mapping[int, int]):
+    def __init__(self, claim: Mapping[int, int], cells: int = 0):
         self.claim = dict(claim)
+        self.cells, self.done = cells, 0.0  # cells the group trains; cells' worth done
         self.interval = float(settings.HARNESS_HEARTBEAT_INTERVAL)
         self.last = time.monotonic()  # the claim itself just set heartbeat_at
         self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+
+    def advance(self, cells: float) -> None:
+        """The trainer's progress report (cells' worth of training finished since the
+        last call, e.g. members/epochs after each epoch); written with the next beat."""
+        with self._lock:
+            self.done += float(cells)
+        self.beat()
+
+    @property
+    def progress(self) -> float | None:
+        return min(self.done / self.cells, 1.0) if self.cells and self.done else None
 
     def beat(self) -> None:
         with self._lock:
@@ -41,7 +53,7 @@ class Heartbeat:
             self.last = time.monotonic()
         try:
             refresh_connection()
-            if storage.heartbeat(self.claim) == 0 and not self.lost:
+            if storage.heartbeat(self.claim, self.progress) == 0 and not self.lost:
                 self.lost = True
                 log.warning("cells %s are no longer held by this worker", sorted(self.claim))
         except DB_ERRORS:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from harness.registry import get_suite
 from harness.suite import REASONS, Suite
 from webapp.models import Cell, Submission
@@ -34,6 +36,7 @@ def run_state(submission: Submission, viewer) -> dict:
                       s.headline for s in headlines.values() if s}).values_list(
                       "cell_id", "name", "value"))
     counts = {label: 0 for label in STATUS_LABELS}
+    now = timezone.now()
     rows = []
     for c in cells:
         counts[c.status] += 1
@@ -53,6 +56,7 @@ def run_state(submission: Submission, viewer) -> dict:
                 "metric": suite.headline, "value": value,
                 "text": _metric_text(suite, value)},
             "wall_time": c.wall_time,
+            **timing(c, now),
         })
     objective = submission.version.objective
     finished = all(c.status in Cell.FINISHED for c in cells)
@@ -69,6 +73,36 @@ def run_state(submission: Submission, viewer) -> dict:
                    for name in submission.suites],
         "cells": rows,
     }
+
+
+def timing(cell: Cell, now) -> dict:
+    """How far a running cell's group has come and about how long it has left (its
+    progress extrapolated from the time since the claim); for a finished cell, the group
+    it trained in: its members and wall time, trained and judged together."""
+    env = cell.environment or {}
+    members, seconds = env.get("group_members"), env.get("group_seconds")
+    out = {"progress": None, "eta_seconds": None, "group_members": members,
+           "group_seconds": seconds, "time_text": ""}
+    if cell.status == Cell.RUNNING:
+        p = cell.progress
+        if p is None or p <= 0 or cell.started_at is None:
+            return out
+        elapsed = max((now - cell.started_at).total_seconds(), 0.0)
+        eta = elapsed * (1 - p) / p
+        out.update(progress=p, eta_seconds=round(eta, 1),
+                   time_text=f"{p:.0%} of its group · about {_duration(eta)} left")
+    elif cell.status in Cell.FINISHED and seconds is not None:
+        together = f", {members} cells together" if members and members > 1 else ""
+        out["time_text"] = f"{_duration(seconds)}{together}"
+    return out
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def reason_text(cell: Cell, owner: bool = False) -> str:

@@ -45,6 +45,12 @@
       setText(row.querySelector(".headline"), cell.headline ? cell.headline.text : "");
       if (cell.reason_code) st.dataset.reason = cell.reason_code;
       else delete st.dataset.reason;
+      setText(row.querySelector(".time-text"), cell.time_text || "");
+      var bar = row.querySelector("progress.bar");
+      if (bar) {
+        bar.hidden = cell.progress === null || cell.progress === undefined;
+        if (!bar.hidden) bar.value = cell.progress;
+      }
       setText(row.querySelector(".attempts"), String(cell.attempts));
       setText(row.querySelector(".worker"), cell.worker || "");
       setText(row.querySelector(".reason-text"), cell.reason);
