@@ -261,3 +261,24 @@ def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeyp
     assert None in band["x"]  # two polygons, one per run of consecutive variants
     assert line["visible"] is True  # three objectives: all drawn at first
     assert errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_performance_profiles_and_the_cd_diagram_render(page):
+    from tests.test_leaderboard import make_objective
+
+    ranked = ("clean", "sym-0.4", "sym-0.6", "asym-0.4")
+    for slug, top, step in (("ce", 0.90, 0.1), ("gce", 0.92, 0.05), ("mae", 0.80, 0.0)):
+        make_objective(slug, {v: [top - step * i + d for d in (0.0, 0.01, -0.01)]
+                              for i, v in enumerate(ranked)})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{page.base}/suites/noisy-labels/")
+    for plot in ("profiles-data", "cd-data"):
+        page.wait_for_selector(f"#{plot}-plot[data-rendered='true']")
+    profile = page.evaluate("() => document.getElementById('profiles-data-plot').data.map("
+                            "t => [t.name, t.y[0], t.y[t.y.length - 1]])")
+    assert profile == [["gce", 0.75, 1], ["mae", 0.25, 1], ["ce", 0, 1]]
+    cd = page.locator("#cd-data-plot")
+    assert cd.locator("text=critical difference 1.66").count() == 1  # the legend entry
+    assert errors == []

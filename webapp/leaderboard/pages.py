@@ -4,7 +4,7 @@ every objective across the default variants."""
 from __future__ import annotations
 
 from harness.suite import Suite
-from webapp.leaderboard import cache, plots
+from webapp.leaderboard import cache, plots, ranking
 from webapp.leaderboard.lookup import check_kind, suite_meta, suite_of, variant_of
 from webapp.leaderboard.tables import summaries, variant_tables_cached, visible_rows
 
@@ -66,10 +66,13 @@ def _build_view(suite: Suite, variant: str, suite_fp: str, per_variant: dict[str
     # the family plot chooses its lines across the family, from every objective of the kind
     everyone = visible_rows(summary["rows"], kind=kind)
     series = plots.build_series(suite, everyone)
+    ranked = {**summary, "rows": everyone}
     return {"table": {**table, "rows": rows}, "total_rows": len(table["rows"]),
             "axis": series["axis"], "strip": plots.strip_plot(table, rows),
             "family": plots.family_plot(series, [r["objective"] for r in everyone],
                                         metric=table["headline_label"],
                                         spec=table["headline_spec"]),
             "heatmap": plots.heatmap(suite, rows, tables[drawn]),
+            "profiles": ranking.performance_profiles(ranked),
+            "cd": ranking.critical_difference(ranked),
             "across": across(summary, kind=kind, limit=limit)}

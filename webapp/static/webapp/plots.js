@@ -259,6 +259,47 @@
       legend: {orientation: "h", y: -0.2}}), CONFIG);
   };
 
+  renderers.profile = function (el, d) {
+    var labels = d.objectives.map(function (o) { return {label: o.label, is_reference: o.is_reference}; });
+    var colors = colorFor(labels);
+    var traces = d.objectives.map(function (o, i) {
+      return {x: d.tau, y: o.rho, type: "scatter", mode: "lines", line: {shape: "hv", width: 2,
+              color: colors[o.label], dash: o.is_reference ? "dash" : "solid"},
+              name: esc(o.label), visible: i < 8 || o.is_reference ? true : "legendonly",
+              hovertemplate: esc(o.label) + ": within %{x:.3f} of the best on %{y:.0%} of variants<extra></extra>"};
+    });
+    Plotly.newPlot(el, traces, base({
+      xaxis: {title: {text: "τ: gap to the best (normalized score)"}, gridcolor: "#eef1f4", zeroline: false},
+      yaxis: {title: {text: "share of ranked variants"}, range: [-0.02, 1.02], tickformat: ".0%", gridcolor: "#eef1f4"},
+      height: 380}), CONFIG);
+  };
+
+  // Demšar's diagram as a dot plot: mean rank across, one row per objective (best on top),
+  // a shaded box over each group the critical difference cannot separate, and the CD.
+  renderers.cd = function (el, d) {
+    var n = d.objectives.length, names = d.objectives.map(function (o) { return esc(o.label); });
+    var traces = [{x: d.objectives.map(function (o) { return o.mean_rank; }), y: names,
+                   type: "scatter", mode: "markers", marker: {size: 9, color: "#2a6fb0"},
+                   name: "mean rank", showlegend: false,
+                   hovertemplate: "%{y}: mean rank %{x:.2f}<extra></extra>"}];
+    // a group: a shaded box over its objectives' rows, from the lowest mean rank to the highest
+    var shapes = d.groups.map(function (g) {
+      return {type: "rect", xref: "x", yref: "y", layer: "below", line: {width: 0},
+              fillcolor: "rgba(120,120,120,0.16)",
+              x0: d.objectives[g[0]].mean_rank - 0.15, x1: d.objectives[g[1]].mean_rank + 0.15,
+              y0: g[0] - 0.4, y1: g[1] + 0.4};
+    });
+    var first = d.objectives[0].mean_rank;
+    traces.push({x: [first, first + d.cd], y: [names[0], names[0]], type: "scatter",
+                 mode: "lines+markers", line: {width: 2, color: "#b03a2e"}, marker: {symbol: "line-ns-open", size: 12, color: "#b03a2e"},
+                 name: "critical difference " + d.cd.toFixed(2), hoverinfo: "name"});
+    var layout = base({
+      xaxis: {title: {text: "mean rank over the ranked variants (1 = best)"}, range: [0.5, n + 0.5], gridcolor: "#eef1f4", zeroline: false},
+      yaxis: {autorange: "reversed", automargin: true, type: "category", categoryarray: names},
+      shapes: shapes, height: Math.max(240, 26 * n + 90), legend: {orientation: "h", y: -0.2}});
+    Plotly.newPlot(el, traces, layout, CONFIG);
+  };
+
   renderers.heatmap = function (el, d) {
     var f = scale(d.spec), fmt = hoverFormat(d.spec);
     var labels = d.objectives.map(function (o) { return d.metrics.map(function (m) { return esc(m.label); }); });
