@@ -282,3 +282,49 @@ def test_performance_profiles_and_the_cd_diagram_render(page):
     cd = page.locator("#cd-data-plot")
     assert cd.locator("text=critical difference 1.66").count() == 1  # the legend entry
     assert errors == []
+
+
+def _with_every_metric(slug: str, acc: float) -> None:
+    """An objective with every noisy-labels metric stored: the widest variant table."""
+    from harness.suite import CellResult
+    from tests.test_leaderboard import ENV, SUITE, make_objective
+    from webapp import storage
+
+    version = make_objective(slug, {})
+    storage.store_results(version, SUITE, [
+        CellResult(v, seed, "ok", {m.name: (acc if m.name == "test_acc" else 0.5)
+                                   for m in SUITE.metrics})
+        for v in ("clean", "sym-0.4") for seed in range(3)], ENV)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tables_fit_at_1280_px_and_scroll_with_their_names_in_view_on_a_phone(browser,
+                                                                               live_server):
+    """At 1280 px the variant table fits (its other metrics are a table of their own); on a
+    phone a wide table scrolls inside its frame, says so, and keeps the names in view."""
+    for slug, acc in (("ce", 0.70), ("gce", 0.90), ("mae", 0.80)):
+        _with_every_metric(slug, acc)
+    url = f"{live_server.url}/suites/noisy-labels/?variant=sym-0.4"
+    wide = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = wide.new_page()
+    page.goto(url)
+    fits = page.evaluate("() => Array.from(document.querySelectorAll('.table-wrap')).map("
+                         "w => [w.querySelector('table').id, w.scrollWidth <= w.clientWidth])")
+    assert dict(fits)["variant-table"] is True
+    assert "secondary-table" in dict(fits)
+    assert page.locator("p.scroll-hint:visible").count() == 0 or not dict(fits)["secondary-table"]
+    wide.close()
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
+                                has_touch=True)
+    page = phone.new_page()
+    page.goto(url)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390  # no page scroll
+    hint = page.locator("#variant-table").locator("xpath=../following-sibling::p[1]")
+    assert hint.is_visible() and "more columns to the right" in hint.inner_text()
+    wrap = page.locator("#variant-table").locator("xpath=..")
+    left = wrap.evaluate("w => w.getBoundingClientRect().left")
+    wrap.evaluate("w => { w.scrollLeft = 300; }")
+    name = page.locator("#variant-table tbody td.name").first
+    assert abs(name.evaluate("td => td.getBoundingClientRect().left") - left) <= 2  # sticky
+    assert name.inner_text().startswith("gce")
+    phone.close()

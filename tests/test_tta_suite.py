@@ -264,9 +264,13 @@ def test_the_suite_and_objective_pages_show_the_scenarios_own_numbers(client):
         assert response.status_code == 200
         return response.content.decode()
 
-    def headers(html):
-        table = html.split('id="variant-table"', 1)[1].split("</thead>", 1)[0]
-        return re.findall(r"<th[^>]*>([^<]*)", table)
+    def headers(html):  # the variant table's and its other metrics' table's
+        found = []
+        for table_id in ("variant-table", "secondary-table"):
+            if f'id="{table_id}"' in html:
+                table = html.split(f'id="{table_id}"', 1)[1].split("</thead>", 1)[0]
+                found += re.findall(r"<th[^>]*>([^<]*)", table)
+        return found
 
     gradual = headers(page("/suites/tta/?variant=gradual"))
     assert "sev 1 (%)" in gradual and "sev 5 (%)" in gradual and "clean (%)" in gradual

@@ -52,6 +52,33 @@
         });
       });
     });
+    // a table wider than its frame: say so under it (and again when the window resizes)
+    var hints = [];
+    Array.prototype.forEach.call(document.querySelectorAll(".table-wrap"), function (wrap) {
+      var hint = document.createElement("p");
+      hint.className = "scroll-hint";
+      hint.hidden = true;
+      wrap.parentNode.insertBefore(hint, wrap.nextSibling);
+      hints.push([wrap, hint]);
+    });
+    function showHints() {
+      hints.forEach(function (pair) {
+        var wrap = pair[0], hint = pair[1], table = wrap.querySelector("table");
+        var hidden = 0;
+        if (table && table.tHead && wrap.scrollWidth > wrap.clientWidth + 1) {
+          var right = wrap.getBoundingClientRect().right;
+          Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
+            if (th.getBoundingClientRect().right > right + 1) { hidden++; }
+          });
+        }
+        hint.hidden = hidden === 0;
+        hint.textContent = hidden ? hidden + " more column" + (hidden > 1 ? "s" : "") +
+          " to the right: scroll the table sideways →" : "";
+      });
+    }
+    showHints();
+    window.addEventListener("resize", showHints);
+    hints.forEach(function (pair) { pair[0].addEventListener("scroll", showHints, {passive: true}); });
     Array.prototype.forEach.call(document.querySelectorAll("form[data-autosubmit]"), function (form) {
       form.addEventListener("change", function () { form.submit(); });
     });
