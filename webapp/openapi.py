@@ -21,6 +21,12 @@ FINISHED = ("ok", "diverged", "failed", "timeout", "killed")
 STATUSES = ("queued", "running", *FINISHED)
 
 
+def _listed_pattern(words: tuple[str, ...] | list[str]) -> str:
+    """A comma-separated list of ``words`` (spaces or tabs around each), as a regex."""
+    one = r"[ \t]*(" + "|".join(words) + r")[ \t]*"
+    return f"^{one}(,{one})*$"
+
+
 # ---------------------------------------------------------------- schema helpers
 def ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -319,7 +325,8 @@ class Endpoint:
     examples: tuple[str, ...] = field(default=())
 
 
-PAGE = Param("page", "query", {**INT, "minimum": 1, "default": 1}, "page number, from 1")
+PAGE = Param("page", "query", {**INT, "minimum": 1, "maximum": 2 ** 63 - 1, "default": 1},
+             "page number, from 1")
 PAGE_SIZE = Param("page_size", "query",
                   {**INT, "minimum": 1, "maximum": PAGE_SIZE_MAX, "default": PAGE_SIZE_DEFAULT},
                   f"records per page (at most {PAGE_SIZE_MAX})")
@@ -378,10 +385,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 Param("objective", "query", STR, "objective slug"),
                 Param("version", "query", {**INT, "minimum": 1, "maximum": 2 ** 63 - 1},
                       "objective version id"),
-                Param("seed", "query", {**STR, "pattern": r"^\s*\d+\s*(,\s*\d+\s*)*$"},
-                      "seed(s): integers from 0 to 2147483647, comma-separated or "
-                      "repeated"),
-                Param("status", "query", STR, "status(es): " + ", ".join(STATUSES)
+                Param("seed", "query",
+                      {**STR, "pattern": r"^[ \t]*[0-9]+[ \t]*(,[ \t]*[0-9]+[ \t]*)*$"},
+                      "seed(s): non-negative integers, comma-separated or repeated (a seed "
+                      "over 2147483647 matches no cell)"),
+                Param("status", "query", {**STR, "pattern": _listed_pattern(STATUSES)},
+                      "status(es): " + ", ".join(STATUSES)
                       + "; default: the finished ones (" + ", ".join(FINISHED) + ")"),
                 Param("curves", "query", {"enum": ["0", "1", "false", "true", "no", "yes"],
                                           "default": "0"},
@@ -398,9 +407,17 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 
 
 # ---------------------------------------------------------------- the document
+EMPTY = {"type": "string", "maxLength": 0}
+
+
 def _parameter(p: Param) -> dict:
-    return {"name": p.name, "in": p.where, "required": p.required or p.where == "path",
-            "description": p.description, "schema": p.schema}
+    """An optional query parameter given empty (``?page_size=``, as an HTML form sends an
+    unfilled field) is the same as not given: the document says so."""
+    required = p.required or p.where == "path"
+    schema = p.schema if required else {"anyOf": [p.schema, EMPTY]}
+    return {"name": p.name, "in": p.where, "required": required,
+            "description": p.description + ("" if required else " (empty: not given)"),
+            "schema": schema}
 
 
 def _json_response(description: str, schema: dict) -> dict:

@@ -9,6 +9,7 @@ only ever returned to its owner. The endpoints are described once, in
 
 from __future__ import annotations
 
+import decimal
 import json
 import logging
 import math
@@ -113,13 +114,30 @@ def _int(request: HttpRequest, name: str, default: int, low: int, high: int = ID
 def _bounded(name: str, raw: str, low: int, high: int) -> int:
     """``raw`` as an integer in [low, high]: a value the database column cannot hold is a
     400 here, not the database's error (a 500)."""
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{name} must be an integer, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ApiError(400, f"{name} must be between {low} and {high}, got {value}")
-    return value
+    try:  # JSON Schema's integers include 30.0 and 3e1: any integral decimal is one
+        number = decimal.Decimal(raw.strip())
+        integral = number.is_finite() and number == number.to_integral_value()
+    except (decimal.InvalidOperation, ValueError):
+        integral = False
+    if not integral:
+        raise ApiError(400, f"{name} must be an integer, got {raw!r}")
+    if not low <= number <= high:  # compared before int(): 1e999999999 stays a Decimal
+        raise ApiError(400, f"{name} must be between {low} and {high}, got {raw.strip()}")
+    return int(number)
+
+
+def _seeds(raw: list[str]) -> list[int]:
+    """Seeds as the document allows them (any run of ASCII digits); one past what the
+    column holds is a seed no cell has: it matches nothing, it is not an error, and it
+    never reaches the database."""
+    seeds = []
+    for s in raw:
+        if not (s.isascii() and s.isdigit()):
+            raise ApiError(400, f"seed must be a non-negative integer, got {s!r}")
+        digits = s.lstrip("0") or "0"
+        if len(digits) <= 10 and int(digits) <= SEED_MAX:
+            seeds.append(int(digits))
+    return seeds
 
 
 def _flag(request: HttpRequest, name: str) -> bool | None:
@@ -332,7 +350,7 @@ def results(request: HttpRequest) -> dict:
         cells = cells.filter(version_id=_int(request, "version", 0, 1))
     seeds = _listed(request, "seed")
     if seeds:
-        cells = cells.filter(seed__in=[_bounded("seed", s, 0, SEED_MAX) for s in seeds])
+        cells = cells.filter(seed__in=_seeds(seeds))
     statuses = _listed(request, "status") or list(openapi.FINISHED)
     unknown = sorted(set(statuses) - set(openapi.STATUSES))
     if unknown:
@@ -361,5 +379,5 @@ urlpatterns = [
     re_path(r"^objectives/(?P<slug>[-\w]+)/?$", objective_detail, name="api-objective"),
     re_path(r"^results/?$", results, name="api-results"),
     path("openapi.json", openapi_json, name="api-openapi"),
-    re_path(r"^(?P<rest>.*)$", not_found),
+    re_path(r"^(?P<rest>[\s\S]*)$", not_found),  # newlines too: "." stops at one
 ]
