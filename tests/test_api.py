@@ -202,6 +202,21 @@ def test_objectives_are_paginated_and_filtered(client, data):
     assert _get(client, "/api/objectives?builtin=false")["count"] == 2
 
 
+def test_a_flag_is_one_of_the_documented_spellings_exactly(client, data):
+    for raw in ("False", "TRUE", "Yes", "on"):
+        _assert_error(client, f"/api/objectives?builtin={raw}", 400, "builtin must be true")
+
+
+def test_a_nul_in_a_text_parameter_matches_nothing_and_is_not_a_500(client, data):
+    """PostgreSQL text cannot hold a NUL: such a value is in no cell (found by the
+    schemathesis run: it reached the database and was a 500)."""
+    _assert_error(client, "/api/results?objective=ce%00x", 404, "unknown objective")
+    assert _get(client, "/api/results?suite_version=1.0%00")["count"] == 0
+    assert _get(client, "/api/results?variant=clean%00")["count"] == 0
+    assert _get(client, "/api/results?variant=clean%00,clean")["count"] == _get(
+        client, "/api/results?variant=clean")["count"] > 0
+
+
 @pytest.mark.parametrize("query, words", [
     ("page=0", "page must be between 1 and"),
     ("page=two", "page must be an integer"),

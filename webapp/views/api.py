@@ -144,11 +144,12 @@ def _flag(request: HttpRequest, name: str) -> bool | None:
     raw = request.GET.get(name)
     if raw is None or raw == "":
         return None
-    if raw.lower() in ("1", "true", "yes"):
+    if raw in ("1", "true", "yes"):  # exactly the document's spellings
         return True
-    if raw.lower() in ("0", "false", "no"):
+    if raw in ("0", "false", "no"):
         return False
-    raise ApiError(400, f"{name} must be true or false, got {raw!r}")
+    raise ApiError(400, f"{name} must be true or false (true, 1, yes; false, 0, no), got "
+                        f"{raw!r}")
 
 
 def _page(request: HttpRequest, queryset, serialize: Callable[[object], dict]) -> dict:
@@ -337,13 +338,16 @@ def results(request: HttpRequest) -> dict:
         suite = _suite(suite_name)
         _variants(suite, variants)
         cells = cells.filter(suite=suite.name)
+    # A NUL is in no stored text (PostgreSQL's text cannot hold one): such a value matches
+    # nothing, and never reaches the database, whose error would be a 500.
     if request.GET.get("suite_version"):
-        cells = cells.filter(suite_version=request.GET["suite_version"])
+        version = request.GET["suite_version"]
+        cells = cells.filter(suite_version=version) if "\x00" not in version else cells.none()
     if variants:
-        cells = cells.filter(variant__in=variants)
+        cells = cells.filter(variant__in=[v for v in variants if "\x00" not in v])
     if request.GET.get("objective"):
         slug = request.GET["objective"]
-        if not Objective.objects.filter(slug=slug).exists():
+        if "\x00" in slug or not Objective.objects.filter(slug=slug).exists():
             raise ApiError(404, f"unknown objective {slug!r}")
         cells = cells.filter(version__objective__slug=slug)
     if request.GET.get("version"):
