@@ -4,9 +4,25 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 
 PACKAGES = ("objective-harness", "torch", "numpy", "scipy", "scikit-learn")
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` for the block, the process's own setting given
+    back after (a kernel may split its sums by thread count: numbers depend on it)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def environment(device: str = "cpu") -> dict[str, object]:

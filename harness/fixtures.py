@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.data import data_root
+from harness.environment import torch_threads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -142,7 +143,6 @@ def load(suite: Suite, name: str, seed: int | None = None,
 
 def _build(fixture: Fixture, config: dict[str, Any], seed: int | None) -> dict[str, np.ndarray]:
     import numpy as np
-    import torch
 
     module, _, function = fixture.builder.partition(":")
     builder: Callable[..., Any] = getattr(importlib.import_module(module), function)
@@ -150,12 +150,8 @@ def _build(fixture: Fixture, config: dict[str, Any], seed: int | None) -> dict[s
     # count, so a model trained with 2 threads differs from one trained with 1 (0.0014
     # after 3 epochs of the unlearning target) and a cache entry would depend on the
     # machine that built it first.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         arrays = builder(config, seed)
-    finally:
-        torch.set_num_threads(threads)
     if not isinstance(arrays, dict) or not arrays or not all(
             isinstance(k, str) and isinstance(v, np.ndarray) for k, v in arrays.items()):
         raise FixtureError(f"fixture {fixture.name!r}: {fixture.builder} must return a "

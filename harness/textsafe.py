@@ -49,6 +49,12 @@ def storable(text: str | None) -> str:
     return str(text).translate(_UNSTORABLE)
 
 
+def is_storable(text: str) -> bool:
+    """Whether a database text column can hold ``text`` as it is (no NUL, no lone
+    surrogate): a value that cannot be stored is in no stored row."""
+    return not any(ord(c) in _UNSTORABLE for c in text)
+
+
 def hidden_characters(text: str) -> list[str]:
     """The control, bidi-control and lone-surrogate characters of ``text`` (newlines and
     tabs included), as ``U+XXXX``: what a name shown on a page must not contain."""

@@ -19,6 +19,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from harness.environment import torch_threads
 from harness.models.mlp import mlp
 from harness.train import Optimizer, Shuffled, TrainConfig, stacked_init, train_members
 from suites.certified import bounds
@@ -31,10 +32,8 @@ CIFAR_STD = torch.tensor([0.2023, 0.1994, 0.2010], dtype=F64)
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
     """Tiny ops: one thread is as fast and is not slowed down by a busy neighbour."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(1):
+        yield
 
 
 # ----------------------------------------------------------------------------- helpers

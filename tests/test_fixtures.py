@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from harness import fixtures
+from harness.environment import torch_threads
 from harness.suite import Anchors, Fixture, MetricSpec, Suite, SuiteError, Variant
 
 CALLS = Path(os.environ.get("FIXTURE_CALLS", "/nonexistent"))
@@ -138,14 +139,10 @@ def test_fixtures_build_with_one_torch_thread_whatever_the_process_has(calls):
     one trained with 1, so an entry must not depend on the machine that built it."""
     import torch
 
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
+    with torch_threads(2):
         built = fixtures.load(suite(builder="tests.test_fixtures:build_threads"), "model", 0)
         assert int(built.arrays["threads"]) == 1
         assert torch.get_num_threads() == 2  # the process's own setting is given back
-    finally:
-        torch.set_num_threads(before)
 
 
 def test_a_builder_returning_something_else_is_an_error(calls):

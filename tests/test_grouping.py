@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
+from harness.environment import torch_threads
 from harness.objectives.loading import load_objective
 from harness.pipeline import run_in_process
 from harness.registry import get_suite, pipeline
@@ -43,10 +43,8 @@ def _trained(objective: str, variants: list[str], seeds: list[int]) -> dict[str,
 @pytest.fixture(scope="module", autouse=True)
 def _two_threads():
     # with several threads a kernel may split its work by the batch's size: the case to test
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(2):
+        yield
 
 
 # Known, not fixed yet: an elementwise kernel runs its vector path over the first whole

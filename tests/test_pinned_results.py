@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.environment import torch_threads
 from tests.pin_machine import fingerprint, groups, rerun
 
 DATA = Path(__file__).parent / "data"
@@ -32,12 +33,8 @@ PINNED = _pinned()
 def one_thread():
     """The fixture was computed with one torch thread (as workers run); the per-member
     loop's matrix products round differently with two."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(1):
+        yield
 
 
 

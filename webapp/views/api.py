@@ -27,6 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 from harness import registry
 from harness.jsonsafe import finite_or_none
 from harness.suite import Suite
+from harness.textsafe import is_storable
 from webapp import leaderboard, openapi
 from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
 
@@ -338,16 +339,16 @@ def results(request: HttpRequest) -> dict:
         suite = _suite(suite_name)
         _variants(suite, variants)
         cells = cells.filter(suite=suite.name)
-    # A NUL is in no stored text (PostgreSQL's text cannot hold one): such a value matches
-    # nothing, and never reaches the database, whose error would be a 500.
+    # A value no text column can hold (a NUL) is in no row: it matches nothing, and never
+    # reaches the database, whose error would be a 500.
     if request.GET.get("suite_version"):
         version = request.GET["suite_version"]
-        cells = cells.filter(suite_version=version) if "\x00" not in version else cells.none()
+        cells = cells.filter(suite_version=version) if is_storable(version) else cells.none()
     if variants:
-        cells = cells.filter(variant__in=[v for v in variants if "\x00" not in v])
+        cells = cells.filter(variant__in=[v for v in variants if is_storable(v)])
     if request.GET.get("objective"):
         slug = request.GET["objective"]
-        if "\x00" in slug or not Objective.objects.filter(slug=slug).exists():
+        if not is_storable(slug) or not Objective.objects.filter(slug=slug).exists():
             raise ApiError(404, f"unknown objective {slug!r}")
         cells = cells.filter(version__objective__slug=slug)
     if request.GET.get("version"):
