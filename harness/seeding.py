@@ -11,20 +11,58 @@ import hashlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 INIT, ORDER, NOISE, SPLIT = "init", "order", "noise", "split"
 
+# The factors a factorial run varies one at a time. Every purpose other than INIT and
+# ORDER (the noise draw, a split, an attack's start) follows NOISE: the data's draw.
+FACTORS = (INIT, ORDER, NOISE)
+
+# A factorial seed packs one level per factor into one integer that fits the cells' seed
+# column (32-bit): FACTORIAL_BASE + init·10⁶ + order·10³ + noise, levels 0–999. Plain
+# seeds are the replicates below FACTORIAL_BASE.
+FACTORIAL_BASE = 1_000_000_000
+MAX_LEVELS = 1000
+
+
+def factorial_seed(init: int, order: int, noise: int) -> int:
+    """The seed whose init, order and noise streams are those of plain seeds ``init``,
+    ``order`` and ``noise``: ``factorial_seed(s, s, s)`` trains exactly as seed ``s``."""
+    levels = (init, order, noise)
+    if any(not isinstance(x, int) or not 0 <= x < MAX_LEVELS for x in levels):
+        raise ValueError(f"factor levels must be integers in [0, {MAX_LEVELS}), got {levels}")
+    return FACTORIAL_BASE + init * MAX_LEVELS**2 + order * MAX_LEVELS + noise
+
+
+def factors(seed: int) -> tuple[int, int, int] | None:
+    """(init, order, noise) levels of a factorial seed; None for a plain seed."""
+    if seed < FACTORIAL_BASE:
+        return None
+    rest = seed - FACTORIAL_BASE
+    return rest // MAX_LEVELS**2, rest // MAX_LEVELS % MAX_LEVELS, rest % MAX_LEVELS
+
 
 def stream_seed(seed: int, purpose: str, *extra: str | int) -> int:
-    """A 63-bit integer seed for ``purpose``; stable across processes and platforms."""
+    """A 63-bit integer seed for ``purpose``; stable across processes and platforms.
+
+    For a factorial seed the purpose's own factor level stands in for the seed."""
+    levels = factors(int(seed))
+    if levels is not None:
+        seed = levels[FACTORS.index(purpose) if purpose in FACTORS[:2] else 2]
+    import numpy as np  # here: suite declarations import this module's names, not numpy
+
     words = [int(seed)] + [_word(x) for x in (purpose, *extra)]
     hi, lo = (int(w) for w in np.random.SeedSequence(words).generate_state(2, dtype=np.uint32))
     return ((hi << 32) | lo) & ((1 << 63) - 1)
 
 
 def rng(seed: int, purpose: str, *extra: str | int) -> np.random.Generator:
+    import numpy as np
+
     return np.random.default_rng(stream_seed(seed, purpose, *extra))
 
 

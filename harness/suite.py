@@ -354,6 +354,11 @@ class Suite:
     # () = every default variant): an objective is ranked once it has min_seeds seeds on
     # each, provisional before.
     ranked: tuple[str, ...] = ()
+    # The seed streams (``harness.seeding.FACTORS``) the suite's randomness comes from,
+    # each with what it draws: a factorial run (``harness run --factorial``) varies them
+    # one at a time. Only a suite whose every draw goes through ``harness.seeding`` may
+    # declare them; () = no factorial runs.
+    seed_streams: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check(self)
@@ -461,6 +466,12 @@ def _check(s: Suite) -> None:
     if outside or len(set(s.ranked)) != len(s.ranked):
         fail(f"ranked variants must be distinct default variants (a submission runs those); "
              f"not: {', '.join(outside) or 'repeated names'}")
+    from harness.seeding import FACTORS  # imports no numpy
+
+    unknown = [k for k in s.seed_streams if k not in FACTORS]
+    if unknown or len(s.seed_streams) == 1:
+        fail(f"seed_streams must name two or more of {', '.join(FACTORS)}; "
+             f"not: {', '.join(unknown) or 'one stream alone'}")
     metric_names = [m.name for m in s.metrics]
     if len(set(metric_names)) != len(metric_names):
         fail("metric names repeat")

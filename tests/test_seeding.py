@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 
 from harness import seeding
@@ -57,3 +58,29 @@ def test_a_seeded_block_restores_the_global_stream():
     assert torch.equal(torch.rand(3), expected)  # the block moved nobody's stream
     with seeding.torch_global(7):
         assert torch.equal(torch.rand(3), inside)  # and is the same each time
+
+
+def test_factorial_seed_takes_each_stream_from_its_own_level():
+    s = seeding.factorial_seed(1, 2, 3)
+    assert seeding.factors(s) == (1, 2, 3)
+    assert seeding.stream_seed(s, seeding.INIT) == seeding.stream_seed(1, seeding.INIT)
+    assert seeding.stream_seed(s, seeding.ORDER, "x") == seeding.stream_seed(2, seeding.ORDER, "x")
+    # the noise draw, a split and any other purpose follow the data's level
+    for purpose in (seeding.NOISE, seeding.SPLIT, "attack"):
+        assert seeding.stream_seed(s, purpose, "v") == seeding.stream_seed(3, purpose, "v")
+    assert seeding.stream_seed(s, seeding.INIT) != seeding.stream_seed(2, seeding.INIT)
+
+
+def test_the_factorial_diagonal_is_the_plain_seed():
+    for s in (0, 4, 999):
+        f = seeding.factorial_seed(s, s, s)
+        for purpose in (seeding.INIT, seeding.ORDER, seeding.NOISE, "anything"):
+            assert seeding.stream_seed(f, purpose, 7) == seeding.stream_seed(s, purpose, 7)
+
+
+def test_factorial_seeds_fit_the_seed_column_and_plain_seeds_are_not_factorial():
+    assert seeding.factorial_seed(999, 999, 999) <= 2**31 - 1
+    assert seeding.factors(0) is None and seeding.factors(seeding.FACTORIAL_BASE - 1) is None
+    for bad in ((-1, 0, 0), (0, 1000, 0), (0, 0, 1.5)):
+        with pytest.raises(ValueError, match="levels"):
+            seeding.factorial_seed(*bad)

@@ -96,6 +96,10 @@ SUITE = Suite(
     # The cross-suite rank's common set: what `make demo` runs (5 seeds each, minutes on
     # 2 cores), so a fresh clone's demo ranks every baseline; a submission runs all seven.
     ranked=("clean", "sym-0.4", "sym-0.6", "asym-0.4"),
+    # Every draw goes through harness.seeding: the init and order of the trainer, the noise
+    # of noisy_labels(); the split is fixed.
+    seed_streams={"init": "weight initialisation", "order": "data order",
+                  "noise": "label-noise draw"},
     settings=SETTINGS,
     curves=CURVES,
     variant_axis=VariantAxis("rate", "noise rate"),
