@@ -45,7 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="file.py, built-in name or dotted module (repeatable; "
                             "default: the suite's own baselines)")
     suite.add_argument("--variants", nargs="+", metavar="V", help="default: the public set")
-    suite.add_argument("--seeds", type=int, default=5, help="number of seeds (0..N-1)")
+    suite.add_argument("--seeds", type=int, help="number of seeds (0..N-1; default 5)")
+    suite.add_argument("--factorial", type=int, metavar="N",
+                       help="where the seed variance comes from: every combination of N "
+                            "levels of each seed stream (init, data order, noise draw), "
+                            "N**3 cells per objective and variant, stored apart from the "
+                            "seeds; prints each stream's share of the variance")
     suite.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides",
                        help="override a hyperparameter of the objective (repeatable)")
     suite.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
@@ -123,7 +128,12 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
             f"{o.name} defines {', '.join(o.hooks) or 'no hook'}, but the {suite.name} suite "
             f"runs only objectives defining {' or '.join(suite.accepted_hooks)}"
             for o in unusable))
-    if suite.reference not in {o.name for o in objectives}:
+    factorial = args.factorial is not None
+    if factorial:
+        problem = _factorial_problem(suite, args)
+        if problem:
+            return _fail(problem)
+    elif suite.reference not in {o.name for o in objectives}:
         objectives.insert(0, load_objective(suite.reference))  # P(improvement) needs it
         specs.insert(0, suite.reference)
 
@@ -135,13 +145,20 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
 
     device = _device(args.device)
     env = environment(device)
-    seeds = list(range(args.seeds))
+    if factorial:
+        from harness.seeding import factorial_seeds
+
+        seeds = factorial_seeds(suite.seed_streams, args.factorial)
+        finished, store = storage.finished_factorial, storage.store_factorial
+    else:
+        seeds = list(range(5 if args.seeds is None else args.seeds))
+        finished, store = storage.finished_cells, storage.store_results
     workers = args.workers or default_workers()
     versions, groups = [], []  # groups: (label, version, LocalGroup)
     for spec, obj in zip(specs, objectives, strict=True):
         version = storage.version_for(obj)
         versions.append(version)
-        done = set() if args.force else storage.finished_cells(version, suite, variants, seeds)
+        done = set() if args.force else finished(version, suite, variants, seeds)
         todo = [v for v in variants if any((v, s) not in done for s in seeds)]
         if todo:
             sandboxed = args.sandbox and obj.origin != "builtin"
@@ -167,7 +184,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     with _progress(total, args) as advance:
         def stored(group, results) -> None:
             label, version = owner[id(group)]
-            storage.store_results(version, suite, results, env)
+            store(version, suite, results, env)
             _report_problems(label, results, args)
 
         try:
@@ -178,7 +195,58 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         except unavailable as exc:  # e.g. HARNESS_SANDBOX_STRICT=1 on a machine without it
             return _fail(f"the sandbox is unavailable here: {exc}")
+    if factorial:
+        return _print_factorial(suite, variants, versions, args)
     return _print_tables(suite, variants, versions, args)
+
+
+def _factorial_problem(suite, args) -> str:
+    from harness.seeding import MAX_LEVELS
+
+    if not suite.seed_streams:
+        return (f"the {suite.name} suite declares no seed streams (Suite.seed_streams), so "
+                f"its variance cannot be split by source")
+    if args.seeds is not None:
+        return "--factorial N chooses the seeds itself (N levels per stream): drop --seeds"
+    if not 2 <= args.factorial < MAX_LEVELS:
+        return f"--factorial needs 2 to {MAX_LEVELS - 1} levels per stream, got {args.factorial}"
+    return ""
+
+
+def _print_factorial(suite, variants, versions, args) -> int:
+    """Per objective and variant: the headline's variance split by seed stream."""
+    from harness.seeding import FACTORS
+    from harness.variance import complete_grid, decompose
+    from webapp import storage
+
+    head = suite.headline_metric
+    report = []
+    for variant in variants:
+        scores = storage.factorial_scores(suite, variant, head.name, versions=versions)
+        for version in versions:
+            grid = complete_grid(scores.get(version, {}), suite.seed_streams)
+            d = None if grid is None else decompose(grid, FACTORS)
+            report.append((version.label, variant, len(scores.get(version, {})), d))
+    if args.json:
+        from harness.jsonsafe import finite_or_none
+
+        print(json.dumps(finite_or_none({"suite": suite.name, "version": suite.version,
+                                         "metric": head.name, "rows": [
+            {"objective": label, "variant": variant, "cells": n,
+             "decomposition": None if d is None else _decomposition_json(d)}
+            for label, variant, n, d in report]}), indent=1, allow_nan=False))
+        return 0
+    from harness.terminal import render_factorial
+
+    render_factorial(suite, report)
+    return 0
+
+
+def _decomposition_json(d) -> dict:
+    return {"levels": dict(zip(d.factors, d.levels, strict=True)), "mean": d.mean,
+            "sd": d.total_sd, "sources": [
+                {"source": s.name, "variance": s.variance, "share": s.share,
+                 "share_low": s.share_low, "share_high": s.share_high} for s in d.sources]}
 
 
 def _group(spec, obj, suite, variants, seeds, sandboxed):

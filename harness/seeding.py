@@ -8,8 +8,9 @@ own stream, so seed k sees the same noise and order whatever the objective is
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,13 @@ def factorial_seed(init: int, order: int, noise: int) -> int:
     if any(not isinstance(x, int) or not 0 <= x < MAX_LEVELS for x in levels):
         raise ValueError(f"factor levels must be integers in [0, {MAX_LEVELS}), got {levels}")
     return FACTORIAL_BASE + init * MAX_LEVELS**2 + order * MAX_LEVELS + noise
+
+
+def factorial_seeds(streams: Iterable[str], levels: int) -> list[int]:
+    """Every combination of ``levels`` levels of the ``streams`` (level 0 of the others)."""
+    streams = set(streams)
+    ranges = [range(levels) if f in streams else range(1) for f in FACTORS]
+    return [factorial_seed(*index) for index in itertools.product(*ranges)]
 
 
 def factors(seed: int) -> tuple[int, int, int] | None:

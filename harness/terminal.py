@@ -97,3 +97,42 @@ def _cells(r: TableRow, head: MetricSpec, secondary: list[MetricSpec]) -> list[s
     return [name, mean, head.format(s.iqm) if s.n else "—", f"{r.seeds}{failed}",
             str(r.diverged), prob, delta] + [m.format(r.secondary.get(m.name, math.nan))
                                              for m in secondary]
+
+
+def render_factorial(suite: Suite, report: list[tuple]) -> None:
+    """(objective, variant, cells, Decomposition or None) rows: each seed stream's share of
+    the headline's variance between seeds, with its 95% interval."""
+    from harness.variance import INTERACTIONS
+
+    head = suite.headline_metric
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    title = (f"{suite.name} v{suite.version} · where the variance of {head.label} comes "
+             f"from (factorial run)")
+    table = Table(title=title, title_justify="left", header_style="bold", min_width=len(title))
+    for name, justify in [("objective", "left"), ("variant", "left"), ("grid", "right"),
+                          ("mean", "right"), ("sd between seeds", "right")]:
+        table.add_column(name, justify=justify)
+    sources = [*suite.seed_streams, INTERACTIONS]
+    for name in sources:
+        table.add_column(f"{name} share [95% CI]", justify="right")
+    for label, variant, cells, d in report:
+        if d is None:
+            table.add_row(shown(label), shown(variant), f"{cells} cells", "–", "–",
+                          *(["incomplete grid"] + ["–"] * (len(sources) - 1)))
+            continue
+        sd = head.format_delta(d.total_sd).lstrip("+±")
+        table.add_row(shown(label), shown(variant), "×".join(map(str, d.levels)),
+                      head.format(d.mean), sd, *(_share(d.source(n)) for n in sources))
+    console.print(table)
+    streams = "; ".join(f"{k}: {v}" for k, v in suite.seed_streams.items())
+    console.print(f"{streams}; interactions: of streams with each other, and the rest")
+    console.print(f"shares of the variance between plain seeds (ANOVA estimates, negative "
+                  f"components shown as 0); intervals are generalized-pivot 95% intervals "
+                  f"(harness/variance.py){'; sd in percentage points' if head.percent else ''}")
+
+
+def _share(source) -> str:
+    if source.share is None:
+        return "–"
+    return (f"{100 * source.share:.0f}% [{100 * source.share_low:.0f}, "
+            f"{100 * source.share_high:.0f}]")

@@ -48,11 +48,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from harness.seeding import FACTORS, MAX_LEVELS
 
 INTERACTIONS = "interactions"
 DRAWS = 10_000  # generalized-pivot draws per interval: the percentile's Monte Carlo error
@@ -146,6 +148,25 @@ def decompose(scores: ArrayLike, factors: Sequence[str], *, level: float = 0.95,
                               None if low is None else float(low),
                               None if high is None else float(high)))
     return Decomposition(names, y.shape, mean, total, tuple(sources), level)
+
+
+def complete_grid(values: Mapping[tuple[int, int, int], float | None],
+                  streams: Sequence[str]) -> np.ndarray | None:
+    """The scores of the largest full grid in ``values`` ({(init, order, noise) level:
+    score or None}): levels 0…n−1 of every stream in ``streams`` (level 0 of the others),
+    every score finite; None when not even two levels are complete."""
+    varied = [i for i, f in enumerate(FACTORS) if f in streams]
+    best = None
+    for n in range(2, MAX_LEVELS + 1):
+        shape = [n if i in varied else 1 for i in range(len(FACTORS))]
+        grid = np.empty(shape)
+        for index in itertools.product(*(range(k) for k in shape)):
+            value = values.get(index)
+            if value is None or not math.isfinite(value):
+                return best
+            grid[index] = value
+        best = grid
+    return best
 
 
 def _mean_squares(y: np.ndarray) -> tuple[dict[tuple[int, ...], float],

@@ -284,6 +284,23 @@ def test_performance_profiles_and_the_cd_diagram_render(page):
     assert errors == []
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_variance_sources_plot_renders_a_bar_per_stream_with_its_interval(page):
+    import numpy as np
+
+    from tests.test_factorial import _grid, _store, _version
+
+    _store(_version("ce"), "sym-0.4", _grid(np.random.default_rng(0)))
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{page.base}/suites/noisy-labels/?variant=sym-0.4")
+    page.wait_for_selector("#variance-data-plot[data-rendered='true']")
+    bars = page.evaluate("() => document.getElementById('variance-data-plot').data.map("
+                         "t => [t.name, t.x.length, t.error_x.array.length])")
+    assert bars == [[n, 1, 1] for n in ("init", "order", "noise", "interactions")]
+    assert errors == []
+
+
 def _with_every_metric(slug: str, acc: float) -> None:
     """An objective with every noisy-labels metric stored: the widest variant table."""
     from harness.suite import CellResult

@@ -49,6 +49,8 @@ def _suite(**changes) -> Suite:
     ({"pipeline": "module.Class"}, "pipeline must be 'package.module:Class'"),
     ({"hook_specs": (HookSpec("other_loss", ("x",), "", "m:f"),)},
      "declares hook 'other_loss' but neither calls nor lifts it"),
+    ({"seed_streams": {"init": "i", "augment": "a"}}, "seed_streams must name .* not: augment"),
+    ({"seed_streams": {"init": "i"}}, "not: one stream alone"),
 ])
 def test_an_incomplete_declaration_fails_when_declared(changes, message):
     with pytest.raises(SuiteError, match=message):

@@ -117,6 +117,34 @@ class Curve(models.Model):
         constraints = [models.UniqueConstraint(fields=["cell", "name"], name="unique_curve")]
 
 
+class FactorialCell(models.Model):
+    """A cell of a factorial run (``harness run --factorial``): the seed streams at one
+    level each (``harness.seeding.factorial_seed``). Not a replicate seed, so on no
+    results table; :mod:`harness.variance` splits the variance of a full grid of them."""
+
+    version = models.ForeignKey(ObjectiveVersion, on_delete=models.CASCADE,
+                                related_name="factorial_cells")
+    suite = models.CharField(max_length=50)
+    suite_version = models.CharField(max_length=20)
+    variant = models.CharField(max_length=100)
+    variant_hash = models.CharField(max_length=64)
+    init = models.IntegerField()
+    order = models.IntegerField()
+    noise = models.IntegerField()
+    status = models.CharField(max_length=10, choices=Cell.STATUSES)
+    metrics = models.JSONField(default=dict)  # finite values only
+    environment = models.JSONField(default=dict)
+    wall_time = models.FloatField(null=True, blank=True)
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(
+            fields=["version", "suite", "suite_version", "variant", "init", "order", "noise"],
+            name="unique_factorial_cell")]
+        indexes = [models.Index(fields=["suite", "suite_version", "variant"],
+                                name="factorial_suite_variant")]
+
+
 class Submission(models.Model):
     """A web submission: who asked for which suites, and the cells it queued."""
 

@@ -30,7 +30,7 @@ from harness.objectives.loading import Objective as LoadedObjective
 from harness.suite import CellResult, Suite
 from harness.tables import CellRow
 from harness.textsafe import storable
-from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
+from webapp.models import Cell, Curve, FactorialCell, Metric, Objective, ObjectiveVersion
 
 
 def version_for(objective: LoadedObjective, *, owner=None) -> ObjectiveVersion:
@@ -55,6 +55,61 @@ def finished_cells(version: ObjectiveVersion, suite: Suite, variants: Iterable[s
                                variant__in=list(variants), seed__in=list(seeds),
                                status__in=Cell.FINISHED)
     return set(rows.values_list("variant", "seed"))
+
+
+@transaction.atomic
+def store_factorial(version: ObjectiveVersion, suite: Suite, results: Iterable[CellResult],
+                    environment: dict) -> int:
+    """Store the cells of a factorial run (their seeds are ``harness.seeding`` factorial
+    seeds) apart from the replicates; a rerun replaces a cell. Returns the count stored."""
+    from harness.seeding import factors
+
+    results = list(results)
+    _check_declared(suite, results)
+    now = timezone.now()
+    for r in results:
+        levels = factors(r.seed)
+        if levels is None:
+            raise ValueError(f"seed {r.seed} is not a factorial seed")
+        FactorialCell.objects.update_or_create(
+            version=version, suite=suite.name, suite_version=suite.version, variant=r.variant,
+            init=levels[0], order=levels[1], noise=levels[2],
+            defaults={"variant_hash": suite.variant(r.variant).config_hash(suite),
+                      "status": r.status, "wall_time": r.wall_time, "finished_at": now,
+                      "environment": {**environment, **r.info},
+                      "metrics": {k: v for k, v in r.metrics.items() if math.isfinite(v)}})
+    return len(results)
+
+
+def finished_factorial(version: ObjectiveVersion, suite: Suite, variants: Iterable[str],
+                       seeds: Iterable[int]) -> set[tuple[str, int]]:
+    """(variant, factorial seed) pairs of a factorial run already stored."""
+    from harness.seeding import factorial_seed
+
+    rows = FactorialCell.objects.filter(version=version, suite=suite.name,
+                                        suite_version=suite.version, variant__in=list(variants))
+    stored = {(v, factorial_seed(i, j, k))
+              for v, i, j, k in rows.values_list("variant", "init", "order", "noise")}
+    return {(v, s) for v, s in stored if s in set(seeds)}
+
+
+def factorial_scores(suite: Suite, variant: str, metric: str, *,
+                     versions: Iterable[ObjectiveVersion] | None = None,
+                     public: bool = False) -> dict[ObjectiveVersion, dict[tuple, float | None]]:
+    """Per objective version with factorial cells on ``variant``: {(init, order, noise):
+    the metric's value, None where the cell did not finish ok}. ``public``: objectives
+    anyone may see only."""
+    rows = FactorialCell.objects.filter(suite=suite.name, suite_version=suite.version,
+                                        variant=variant).select_related("version__objective")
+    if versions is not None:
+        rows = rows.filter(version__in=list(versions))
+    if public:
+        rows = rows.filter(version__objective__visibility=Objective.PUBLIC)
+    out: dict[ObjectiveVersion, dict[tuple, float | None]] = {}
+    for cell in rows.order_by("version_id", "init", "order", "noise"):
+        value = cell.metrics.get(metric) if cell.status == Cell.OK else None
+        out.setdefault(cell.version, {})[(cell.init, cell.order, cell.noise)] = value
+    return out
 
 
 # Stored output is already truncated by the sandbox; this only bounds a row's size.

@@ -14,6 +14,7 @@ from harness.registry import get_suite, suite_names
 from webapp import exports, leaderboard
 from webapp.leaderboard import NotFound
 from webapp.leaderboard.lookup import with_values
+from webapp.leaderboard.variance import variance_sources
 
 SHOW_CHOICES = ("15", "30", "all")
 
@@ -44,6 +45,7 @@ def suite(request: HttpRequest, name: str) -> HttpResponse:
         "filter_hidden": [("variant", page["variant"])],
         "secondary": with_values(table["table_specs"], table["rows"]),
         "min_seeds": get_suite(page["suite"]["suite"]).min_seeds,
+        "variance": variance_sources(name, page["variant"]),
     })
 
 

@@ -8,7 +8,8 @@
  * pairs), reliability (accuracy against confidence per bin), forest (paired improvements
  * per variant), heatmap (objectives × metrics of one variant: {objectives, columns,
  * metrics: [spec], spec, z: [[mean or null]]}; one direction and unit for all columns, so
- * the colour scale is oriented once: darker = better; null cells stay blank).
+ * the colour scale is oriented once: darker = better; null cells stay blank), variance
+ * (each seed stream's share of the seed variance per objective, with its interval).
  *
  * Every value arrives in its metric's stored unit with the metric's spec ({unit,
  * decimals, better}); percents are drawn ×100, as the tables show them
@@ -298,6 +299,25 @@
       yaxis: {autorange: "reversed", automargin: true, type: "category", categoryarray: names},
       shapes: shapes, height: Math.max(240, 26 * n + 90), legend: {orientation: "h", y: -0.2}});
     Plotly.newPlot(el, traces, layout, CONFIG);
+  };
+
+  // Each seed stream's share of the variance between seeds, per objective: grouped bars
+  // with the 95% interval of the share as an error bar.
+  renderers.variance = function (el, d) {
+    var pct = function (v) { return v === null ? null : 100 * v; };
+    var traces = d.sources.map(function (s, i) {
+      return {x: s.share.map(pct), y: d.objectives.map(esc), type: "bar", orientation: "h",
+              name: esc(s.name), marker: {color: COLORS[i % COLORS.length]},
+              error_x: {type: "data", symmetric: false, color: "#1d232a", thickness: 1.2, width: 4,
+                        array: s.share.map(function (v, k) { return v === null ? 0 : pct(s.high[k] - v); }),
+                        arrayminus: s.share.map(function (v, k) { return v === null ? 0 : pct(v - s.low[k]); })},
+              hovertemplate: "%{y} · " + esc(s.label) + ": %{x:.0f}%<extra></extra>"};
+    });
+    Plotly.newPlot(el, traces, base({
+      barmode: "group", height: Math.max(240, 90 * d.objectives.length + 90),
+      margin: {l: 120, r: 16, t: 16, b: 48},
+      xaxis: {title: {text: "share of the variance between seeds (%), 95% interval"}, range: [0, 102], gridcolor: "#eef1f4"},
+      yaxis: {autorange: "reversed", automargin: true, type: "category"}}), CONFIG);
   };
 
   renderers.heatmap = function (el, d) {
