@@ -105,6 +105,16 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     variants = args.variants or suite.default_variants
     for v in variants:
         suite.variant(v)
+    from harness import heldout
+
+    held = [v.name for v in suite.held_out]
+    asked = [v for v in variants if v in held]
+    if asked and not heldout.available():
+        return _fail(f"{', '.join(asked)}: held out. Its split and draws come from the "
+                     f"server's secret, so it runs only on the server, for every ranked "
+                     f"submission; its result shows there beside its public twin")
+    if held and not args.variants:
+        _say(f"held out (run only on the server, from its secret): {', '.join(held)}", args)
     specs = args.objective or list(suite.baselines)
     if args.overrides and len(specs) != 1:
         return _fail("--set applies to one objective: pass exactly one --objective")
@@ -482,6 +492,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
         for v in s.variants:
             tag = "" if v.default else f"   [opt-in, real data, {v.queue} queue]"
             print(f"    {v.name:<18} {v.description}{tag}")
+        for v in s.held_out:
+            print(f"    {v.name:<18} {v.description}   [held out: drawn from the server's "
+                  f"secret, runs only there; shown beside {v.held_out_of}]")
         print(f"    baselines: {', '.join(s.baselines)}")
     print("\nBuilt-in objectives:")
     for name, builtin in registry.builtins().items():

@@ -241,10 +241,17 @@ class Variant:
     description: str
     default: bool = True  # part of the default run (real-data variants are opt-in)
     queue: str = "cpu"
+    # A held-out variant (declared in Suite.held_out) names its public twin: the same
+    # protocol, with part of it drawn from the server's secret (harness.heldout).
+    held_out_of: str = ""
 
     def config_hash(self, suite: Suite) -> str:
         payload = {"suite": suite.name, "version": suite.version, "variant": self.name,
                    "config": dict(self.config), "settings": dict(suite.settings)}
+        if self.held_out_of:  # the draws are the secret's: a rotated one is another variant
+            from harness import heldout
+
+            payload["secret"] = heldout.fingerprint()
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -359,6 +366,9 @@ class Suite:
     # one at a time. Only a suite whose every draw goes through ``harness.seeding`` may
     # declare them; () = no factorial runs.
     seed_streams: Mapping[str, str] = field(default_factory=dict)
+    # Variants drawn from the server's secret (harness.heldout): on no public list, run for
+    # every ranked submission, shown beside their public twin (Variant.held_out_of).
+    held_out: tuple[Variant, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self)
@@ -384,7 +394,8 @@ class Suite:
     # --- variants ---
 
     def variant(self, name: str) -> Variant:
-        for v in self.variants:
+        """A public or held-out variant by name."""
+        for v in (*self.variants, *self.held_out):
             if v.name == name:
                 return v
         names = ", ".join(v.name for v in self.variants)
@@ -496,6 +507,14 @@ def _check(s: Suite) -> None:
     variant_names = [v.name for v in s.variants]
     if not variant_names or len(set(variant_names)) != len(variant_names):
         fail("needs variants with distinct names")
+    for v in s.variants:
+        if v.held_out_of:
+            fail(f"variant {v.name!r} names a public twin: declare it in held_out")
+    for v in s.held_out:
+        if v.name in variant_names or [h.name for h in s.held_out].count(v.name) > 1:
+            fail(f"held-out variant {v.name!r} repeats a variant's name")
+        if v.held_out_of not in variant_names:
+            fail(f"held-out variant {v.name!r} needs held_out_of= one of its public variants")
     if not s.baselines or s.baselines[0] != s.reference:
         fail(f"baselines must start with its reference {s.reference!r}")
     curve_names = [c.name for c in s.curves]

@@ -218,7 +218,7 @@ class SubmissionForm(forms.Form):
             self.add_error("suites", "No suite can run this objective's hooks.")
             return
         seeds = list(range(data["seeds"]))
-        self.plan = [(configured(supported[n]), supported[n].default_variants, seeds)
+        self.plan = [(configured(supported[n]), _submitted_variants(supported[n]), seeds)
                      for n in chosen]
         self._check_cap()
 
@@ -323,3 +323,12 @@ def _decode(raw: bytes) -> str:
             f"The file is not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at position "
             f"{exc.start}); save it as UTF-8 and upload it again.") from exc
     return text.replace("\r\n", "\n")
+
+
+def _submitted_variants(suite) -> list[str]:
+    """What a submission runs: the default variants, and the held-out ones where this
+    server holds their secret (harness.heldout)."""
+    from harness import heldout
+
+    held = [v.name for v in suite.held_out] if heldout.available() else []
+    return [*suite.default_variants, *held]

@@ -48,6 +48,18 @@ def version_for(objective: LoadedObjective, *, owner=None) -> ObjectiveVersion:
     return version
 
 
+def held_out_cells() -> Q:
+    """Cells of held-out variants (``Suite.held_out``): in no public answer, since their
+    draws are the server's secret; the leaderboard shows only their means."""
+    from harness.registry import all_suites
+
+    q = Q(pk__in=[])
+    for suite in all_suites():
+        for v in suite.held_out:
+            q |= Q(suite=suite.name, variant=v.name)
+    return q
+
+
 def finished_cells(version: ObjectiveVersion, suite: Suite, variants: Iterable[str],
                    seeds: Iterable[int]) -> set[tuple[str, int]]:
     """(variant, seed) pairs already stored with a final status."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness import seeding
+from harness import heldout, seeding
 from harness.data import data_root
 from harness.models.mlp import mlp
 from harness.objectives.loading import Objective
@@ -55,14 +55,16 @@ class NoisyLabels(Pipeline):
                 data_root: str | None = None, download: bool = False) -> list[Job]:
         """One job per dataset: training inputs, each member's noisy labels, unlabeled test
         inputs."""
-        by_dataset: dict[str, list[Variant]] = {}
-        for v in variants:
-            by_dataset.setdefault(v.config["dataset"], []).append(v)
+        by_dataset: dict[tuple[str, int | None], list[Variant]] = {}
+        for v in variants:  # a held-out variant's split is its own: a job of its own
+            split = heldout.draw(suite.name, v.name, "split") if v.held_out_of else None
+            by_dataset.setdefault((v.config["dataset"], split), []).append(v)
         jobs = []
-        for name, group in by_dataset.items():
-            data = load_dataset(name, data_root, download)
+        for (name, split), group in by_dataset.items():
+            data = load_dataset(name, data_root, download, split=split)
             members = [(v.name, s) for v in group for s in seeds]
-            noisy = np.stack([noisy_labels(data, v, s, data_root) for v in group for s in seeds])
+            noisy = np.stack([noisy_labels(data, v, s, data_root, salt=_noise_salt(suite, v))
+                              for v in group for s in seeds])
             jobs.append(Job(members,
                             {"x_train": data.x_train, "labels": noisy, "x_eval": data.x_test},
                             {"seeds": [s for _, s in members], "num_classes": data.num_classes},
@@ -213,12 +215,13 @@ def _check_predictions(pred: np.ndarray, shape: tuple[int, ...], num_classes: in
 
 
 def noisy_labels(data: Dataset, variant: Variant, seed: int,
-                 root: str | None = None) -> np.ndarray:
-    """The training labels a member sees: drawn from (variant, seed) only."""
+                 root: str | None = None, *, salt: str = "") -> np.ndarray:
+    """The training labels a member sees: drawn from (variant, seed) only, and ``salt`` (a
+    held-out variant's secret draw)."""
     from suites.noisy_labels import noise  # scipy: the trainer (sandbox) never needs it
 
     kind, rate = variant.config["noise"], variant.config["rate"]
-    rng = seeding.rng(seed, seeding.NOISE, variant.name)
+    rng = seeding.rng(seed, seeding.NOISE, variant.name, *([salt] if salt else []))
     y, k = data.y_train, data.num_classes
     if kind == "none":
         return y.copy()
@@ -236,12 +239,20 @@ def noisy_labels(data: Dataset, variant: Variant, seed: int,
     raise ValueError(f"unknown noise kind {kind!r}")
 
 
-def load_dataset(name: str, root: str | None, download: bool) -> Dataset:
-    if name == "digits":
-        from harness.data.digits import digits_split
+def _noise_salt(suite: Suite, variant: Variant) -> str:
+    return str(heldout.draw(suite.name, variant.name, "noise")) if variant.held_out_of else ""
 
-        x_tr, y_tr, x_te, y_te = digits_split()
+
+def load_dataset(name: str, root: str | None, download: bool, *,
+                 split: int | None = None) -> Dataset:
+    """``split``: a held-out variant's draw of the train/test split (digits only)."""
+    if name == "digits":
+        from harness.data.digits import SPLIT_SEED, digits_split
+
+        x_tr, y_tr, x_te, y_te = digits_split(SPLIT_SEED if split is None else split)
         return Dataset(x_tr, y_tr, x_te, y_te, 10)
+    if split is not None:
+        raise ValueError(f"a held-out split of {name} is not supported (digits only)")
     from harness.data import real
 
     if name == "mnist":

@@ -49,7 +49,7 @@ def across(summary: dict, *, kind: str = "all", limit: int | None = None) -> dic
     for r in visible_rows(ordered, kind=kind, limit=limit):
         means = r.get("variant_means") or {}
         rows.append({k: r[k] for k in (
-            "objective", "slug", "is_builtin", "is_reference", "mean", "worst",
+            "objective", "slug", "version_id", "is_builtin", "is_reference", "mean", "worst",
             "worst_variant", "variants_covered", "variants_total", "complete")} | {
             "cells": [{"variant": v, "mean": means.get(v), "worst": v == r["worst_variant"]}
                       for v in summary["variants"]]})

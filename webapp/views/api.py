@@ -28,7 +28,7 @@ from harness import registry
 from harness.jsonsafe import finite_or_none
 from harness.suite import Suite
 from harness.textsafe import is_storable
-from webapp import leaderboard, openapi
+from webapp import leaderboard, openapi, storage
 from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
 
 logger = logging.getLogger(__name__)
@@ -332,7 +332,7 @@ def objective_detail(request: HttpRequest, slug: str) -> dict:
 
 @api_view
 def results(request: HttpRequest) -> dict:
-    cells = Cell.objects.all()
+    cells = Cell.objects.exclude(storage.held_out_cells())  # their draws are the secret's
     suite_name = request.GET.get("suite")
     variants = _listed(request, "variant")
     if suite_name:

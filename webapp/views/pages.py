@@ -13,6 +13,7 @@ from django.shortcuts import render
 from harness.registry import get_suite, suite_names
 from webapp import exports, leaderboard
 from webapp.leaderboard import NotFound
+from webapp.leaderboard.heldout import held_out_columns
 from webapp.leaderboard.lookup import with_values
 from webapp.leaderboard.variance import variance_sources
 
@@ -46,6 +47,7 @@ def suite(request: HttpRequest, name: str) -> HttpResponse:
         "secondary": with_values(table["table_specs"], table["rows"]),
         "min_seeds": get_suite(page["suite"]["suite"]).min_seeds,
         "variance": variance_sources(name, page["variant"]),
+        "held_out": held_out_columns(get_suite(name), page["across"]["rows"]),
     })
 
 

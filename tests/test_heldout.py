@@ -1,0 +1,160 @@
+"""Held-out variants: drawn from the server's secret, run only where it is set, in no
+public list or API answer, shown as a column beside their public twin."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness import heldout, sandbox_launch
+from harness.registry import get_suite
+from harness.suite import Anchors, MetricSpec, Suite, SuiteError, Variant
+from suites.noisy_labels import noise
+from suites.noisy_labels.pipeline import NoisyLabels, load_dataset
+from tests.test_cli import harness
+from tests.test_leaderboard import make_objective
+
+SECRET = "a-server-secret-of-some-length"
+SUITE = get_suite("noisy-labels")
+HELD = SUITE.variant("held-out")
+
+
+@pytest.fixture
+def secret(monkeypatch):
+    monkeypatch.setenv(heldout.SECRET_ENV, SECRET)
+    return SECRET
+
+
+def test_draws_are_keyed_by_the_secret_and_the_purpose(monkeypatch):
+    monkeypatch.setenv(heldout.SECRET_ENV, SECRET)
+    a = heldout.draw("noisy-labels", "held-out", "split")
+    assert a == heldout.draw("noisy-labels", "held-out", "split") and 0 <= a < 2**63
+    assert a != heldout.draw("noisy-labels", "held-out", "noise")
+    fp = heldout.fingerprint()
+    monkeypatch.setenv(heldout.SECRET_ENV, SECRET + "!")
+    assert a != heldout.draw("noisy-labels", "held-out", "split")
+    assert fp != heldout.fingerprint()
+
+
+def test_without_a_long_enough_secret_nothing_is_drawn(monkeypatch):
+    monkeypatch.delenv(heldout.SECRET_ENV, raising=False)
+    assert not heldout.available()
+    with pytest.raises(heldout.Unavailable, match="run only on the server"):
+        heldout.draw("s", "v", "p")
+    with pytest.raises(heldout.Unavailable):
+        NoisyLabels().prepare(SUITE, [HELD], [0])
+    monkeypatch.setenv(heldout.SECRET_ENV, "short")
+    with pytest.raises(heldout.Unavailable, match="at least 16 characters"):
+        heldout.fingerprint()
+
+
+def test_the_held_out_variant_draws_its_split_and_noise_from_the_secret(secret, monkeypatch):
+    public = load_dataset("digits", None, False)
+    (job,) = NoisyLabels().prepare(SUITE, [HELD], [0, 1])
+    data = job.private
+    assert data.x_train.shape == public.x_train.shape  # same protocol: 1000/797, stratified
+    assert np.array_equal(np.bincount(data.y_train), np.bincount(public.y_train))
+    assert not np.array_equal(data.x_train, public.x_train)  # another split
+    labels = job.inputs["labels"]
+    assert noise.realized_rate(data.y_train, labels[0]) == pytest.approx(0.4, abs=0.002)
+    # reproducible under the same secret, another draw under another
+    (again,) = NoisyLabels().prepare(SUITE, [HELD], [0, 1])
+    assert np.array_equal(again.inputs["labels"], labels)
+    monkeypatch.setenv(heldout.SECRET_ENV, SECRET + "-rotated")
+    (other,) = NoisyLabels().prepare(SUITE, [HELD], [0, 1])
+    assert not np.array_equal(other.private.x_train, data.x_train)
+
+
+def test_public_variants_do_not_change_and_stay_one_job(secret):
+    jobs = NoisyLabels().prepare(SUITE, [SUITE.variant("sym-0.4"), HELD], [0])
+    assert [j.members for j in jobs] == [[("sym-0.4", 0)], [("held-out", 0)]]
+    assert np.array_equal(jobs[0].private.x_train, load_dataset("digits", None, False).x_train)
+
+
+def test_the_secret_never_reaches_a_sandboxed_child(secret):
+    env = sandbox_launch.environment(None, 1, "cpu")
+    assert heldout.SECRET_ENV not in env and SECRET not in "".join(env.values())
+
+
+def test_held_out_variants_are_on_no_public_list():
+    assert "held-out" not in [v.name for v in SUITE.variants]
+    assert "held-out" not in SUITE.default_variants and "held-out" not in SUITE.ranked_variants
+    assert HELD.held_out_of == "sym-0.4"
+
+
+def _suite(**changes) -> Suite:
+    fields = dict(name="t", version="1", description="d", hooks=("classification_loss",),
+                  headline="err", metrics=(MetricSpec("err", "e", better="lower"),),
+                  anchors={"err": Anchors(1.0, 0.0)}, variants=(Variant("a", {}, ""),),
+                  pipeline="x:Y", baselines=("ce",))
+    return Suite(**{**fields, **changes})
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"held_out": (Variant("h", {}, "", held_out_of="zzz"),)}, "held_out_of= one of its"),
+    ({"held_out": (Variant("a", {}, "", held_out_of="a"),)}, "repeats a variant's name"),
+    ({"variants": (Variant("a", {}, ""), Variant("h", {}, "", held_out_of="a"))},
+     "declare it in held_out"),
+])
+def test_a_bad_held_out_declaration_is_refused(changes, message):
+    with pytest.raises(SuiteError, match=message):
+        _suite(**changes)
+
+
+def test_the_cli_says_it_cannot_run_held_out_variants(cli_env, tmp_path):
+    cli_env.pop(heldout.SECRET_ENV, None)
+    proc = harness("run", "suite", "noisy-labels", "--variants", "held-out", "--epochs", "1",
+                   env=cli_env, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "held-out: held out" in proc.stderr and "runs only on the server" in proc.stderr
+    listing = harness("ls", env=cli_env, cwd=tmp_path)
+    assert "held-out" in listing.stdout and "runs only there" in listing.stdout
+
+
+# --- the web app ---------------------------------------------------------------------------
+
+
+def _with_held_out(slug: str, public: list[float], held: list[float]):
+    version = make_objective(slug, {"sym-0.4": public, "held-out": held})
+    return version
+
+
+@pytest.mark.django_db
+def test_the_suite_page_shows_the_held_out_mean_and_its_gap_to_the_twin(client, secret,
+                                                                       monkeypatch):
+    _with_held_out("ce", [0.70, 0.72, 0.71], [0.69, 0.70, 0.71])
+    _with_held_out("tuned", [0.90, 0.91, 0.92], [0.80, 0.81, 0.82])
+    page = client.get("/suites/noisy-labels/?variant=sym-0.4").content.decode()
+    assert "held-out" in page and "vs sym-0.4" in page
+    assert "81.0" in page and "(−10.0)" in page  # tuned: 81.0 held out, 91.0 public
+    assert "(−1.0)" in page  # ce: 70.0 vs 71.0
+    # the variant's own table, cells and config are on no page or answer
+    assert "?variant=held-out" not in page and "secret" not in page.split("<table")[0]
+    api = client.get("/api/results?variant=held-out").json()
+    assert api["results"] == [] or all(r["variant"] != "held-out" for r in api["results"])
+    everything = client.get("/api/results?page_size=100").json()
+    assert {r["variant"] for r in everything["results"]} == {"sym-0.4"}
+    assert client.get("/api/results?suite=noisy-labels&variant=held-out").status_code == 404
+    suite = client.get("/api/suites/noisy-labels").json()
+    assert "held-out" not in str(suite)
+    # under a rotated secret the stored draws are another variant's: no column
+    monkeypatch.setenv(heldout.SECRET_ENV, SECRET + "-rotated")
+    page = client.get("/suites/noisy-labels/?variant=sym-0.4").content.decode()
+    assert "vs sym-0.4" not in page
+
+
+@pytest.mark.django_db
+def test_without_the_secret_the_server_shows_no_held_out_column(client, monkeypatch):
+    monkeypatch.setenv(heldout.SECRET_ENV, SECRET)
+    _with_held_out("ce", [0.70, 0.72, 0.71], [0.69, 0.70, 0.71])
+    monkeypatch.delenv(heldout.SECRET_ENV)
+    page = client.get("/suites/noisy-labels/?variant=sym-0.4").content.decode()
+    assert "vs sym-0.4" not in page
+
+
+def test_a_submission_runs_the_held_out_variants_where_the_secret_is(secret, monkeypatch):
+    from webapp.forms import _submitted_variants
+
+    assert _submitted_variants(SUITE) == [*SUITE.default_variants, "held-out"]
+    monkeypatch.delenv(heldout.SECRET_ENV)
+    assert _submitted_variants(SUITE) == SUITE.default_variants
