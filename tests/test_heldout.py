@@ -158,3 +158,37 @@ def test_a_submission_runs_the_held_out_variants_where_the_secret_is(secret, mon
     assert _submitted_variants(SUITE) == [*SUITE.default_variants, "held-out"]
     monkeypatch.delenv(heldout.SECRET_ENV)
     assert _submitted_variants(SUITE) == SUITE.default_variants
+
+
+SNOOP = '''\
+"""Cross-entropy that looks for the held-out secret wherever a loss could."""
+import os
+
+import torch.nn.functional as F
+
+found = [k for k, v in os.environ.items() if "HELDOUT" in k or "server-secret" in v]
+print("secret:", found or "absent")
+
+
+def classification_loss(logits, targets):
+    return F.cross_entropy(logits, targets, reduction="none")
+'''
+
+
+@pytest.mark.slow
+def test_an_operator_runs_a_held_out_variant_and_the_sandboxed_loss_never_sees_the_secret(
+        cli_env, tmp_path, monkeypatch):
+    from tests.test_cli import query
+
+    (tmp_path / "snoop.py").write_text(SNOOP)
+    cli_env[heldout.SECRET_ENV] = SECRET
+    proc = harness("run", "suite", "noisy-labels", "-o", "snoop.py", "--variants", "held-out",
+                   "--seeds", "1", "--epochs", "1", "--sandbox", env=cli_env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = query(cli_env, "SELECT v.label, c.variant, c.status, c.captured, c.variant_hash "
+                          "FROM webapp_cell c JOIN webapp_objectiveversion v "
+                          "ON c.version_id = v.id ORDER BY v.label")
+    assert [r[:3] for r in rows] == [("ce", "held-out", "ok"), ("snoop", "held-out", "ok")]
+    assert "secret: absent" in rows[1][3] and SECRET not in proc.stdout + proc.stderr
+    monkeypatch.setenv(heldout.SECRET_ENV, SECRET)  # the stored hash names this secret
+    assert rows[1][4] == HELD.config_hash(SUITE.shortened(1))
