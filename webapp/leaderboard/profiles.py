@@ -6,20 +6,21 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Exists, OuterRef
 
 from harness import stats
 from harness.registry import all_suites
 from harness.suite import Suite
-from webapp import storage
 from webapp.leaderboard import cache, plots
 from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of
+from webapp.leaderboard.state import state_of
 from webapp.leaderboard.tables import (
+    headline_pieces,
     headline_values,
+    piece_values,
     relative,
     summaries,
-    table_versions,
-    tables_for,
+    variant_tables_cached,
 )
 from webapp.models import Cell, Objective, ObjectiveVersion
 
@@ -87,17 +88,17 @@ def _build_profile(obj: Objective, suites: list[Suite],
             (suite.name, suite.version), ())]
         if not variants:
             continue
-        versions, ref = table_versions(suite)
-        labels = storage.version_labels(versions)
+        # per variant: the cached headline pieces (means, how many entered) and tables,
+        # so a cell landing elsewhere in the suite recomputes none of them
+        state = state_of(suite)
+        pieces = headline_pieces(state, variants)
         sign = 1 if suite.headline_metric.higher_is_better else -1
-        means = {vid: {name: float(np.mean(list(seeds.values())))
-                       for name, seeds in per.items()}
-                 for vid, per in headline_values(suite, versions, variants).items()}
-        entered = dict(Cell.objects.filter(
-            suite=suite.name, suite_version=suite.version, status__in=Cell.FINISHED,
-            variant__in=variants, version__in=[v.pk for v in versions])
-            .values_list("variant").order_by().annotate(n=Count("version", distinct=True)))
-        tables = tables_for(suite, variants, versions, ref, labels)
+        means: dict[int, dict[str, float]] = {}
+        for name in variants:
+            for vid, seeds in piece_values(pieces[name]).items():
+                means.setdefault(vid, {})[name] = float(np.mean(list(seeds.values())))
+        entered = {name: len(pieces[name]["rows"]) for name in variants}
+        tables = {name: t["rows"] for name, t in variant_tables_cached(state, variants).items()}
         summary = summaries([(suite, fps.get((suite.name, suite.version), cache.EMPTY))])
         rows, series = [], {}
         for name in variants:

@@ -25,10 +25,12 @@ from django.db.models import Count
 from harness import stats
 from harness.registry import all_suites
 from harness.suite import Suite
-from harness.tables import CellRow, TableRow, variant_tables, worst_variant
+from harness.tables import CellRow, Memo, TableRow, variant_tables, worst_variant
 from webapp import storage
 from webapp.leaderboard import cache
+from webapp.leaderboard.comparisons import comparisons
 from webapp.leaderboard.lookup import KINDS, check_kind, suite_meta, suite_of, variant_of
+from webapp.leaderboard.state import SuiteState, resolve, state_of, versions_key
 from webapp.models import Cell, Metric, Objective, ObjectiveVersion
 
 RANK_METHOD = ("IQM of normalized headline means over each suite's ranked variants (a "
@@ -44,8 +46,7 @@ def variant_table(suite: Suite | str, variant: str) -> dict:
     """One variant's table, rows sorted best first."""
     suite = suite_of(suite)
     variant_of(suite, variant)
-    _, per_variant = cache.suite_fingerprints(suite)
-    return variant_tables_cached(suite, [variant], per_variant)[variant]
+    return variant_tables_cached(state_of(suite), [variant])[variant]
 
 
 def suite_summary(suite: Suite | str) -> dict:
@@ -100,30 +101,66 @@ def visible_rows(rows: list[dict], *, kind: str = "all", limit: int | None = Non
 def export_tables(suite: Suite | str, variant: str | None = None) -> tuple[Suite, list[dict]]:
     """The tables an export covers: one variant, or every default variant with results."""
     suite = suite_of(suite)
-    _, per_variant = cache.suite_fingerprints(suite)
+    state = state_of(suite)
     if variant is not None:
         variant_of(suite, variant)
         names = [variant]
     else:
-        names = [v for v in suite.default_variants if v in per_variant]
-    tables = variant_tables_cached(suite, names, per_variant)
+        names = [v for v in suite.default_variants if v in state.per_variant]
+    tables = variant_tables_cached(state, names)
     return suite, [tables[n] for n in names]
 
 
 # --- cached pieces ----------------------------------------------------------------------
 
 
-def variant_tables_cached(suite: Suite, variants: list[str],
-                          per_variant: dict[str, str]) -> dict[str, dict]:
-    items = [(cache.key("variant", suite.name, suite.version, v),
-              per_variant.get(v, cache.EMPTY), (lambda v=v: _build_variant_table(suite, v)))
-             for v in variants]
-    return dict(zip(variants, cache.cached(items), strict=True))
+def variant_tables_cached(state: SuiteState, variants: list[str]) -> dict[str, dict]:
+    """Variant tables, each valid while its variant's cells and the table versions are."""
+    suite = state.suite
+    keys = [cache.key("variant", suite.name, suite.version, v) for v in variants]
+    stored = cache.read([versions_key(suite), *keys])
+    resolve(state, stored)
+    items = [(k, state.variant_fp(v), (lambda v=v: _build_variant_table(state, v)))
+             for k, v in zip(keys, variants, strict=True)]
+    return dict(zip(variants, cache.cached(items, stored), strict=True))
+
+
+def headline_pieces(state: SuiteState, variants: list[str]) -> dict[str, dict]:
+    """Per variant, what the suite-wide payloads need of it, cached like its table:
+    ``{"rows": {version id: {"values": [[seed, headline], ...] (ok cells, finite, by
+    seed), "diverged": n, "failed": n, "point": [mean, ci_low, ci_high]}}}`` for every
+    table version with a finished cell there (``point``: ``stats.summarize`` of the
+    values, the family plot's; None without values). The stale ones are rebuilt together,
+    in two queries."""
+    suite = state.suite
+    keys = {v: cache.key("headline", suite.name, suite.version, v) for v in variants}
+    stored = cache.read([versions_key(suite), *keys.values()])
+    resolve(state, stored)
+    out, stale = {}, []
+    for v, k in keys.items():
+        hit = stored.get(k)
+        if hit is not None and hit[0] == state.variant_fp(v):
+            out[v] = hit[1]
+        else:
+            stale.append(v)
+    if stale:
+        fps = {v: state.variant_fp(v) for v in stale}  # taken before the build
+        built = {v: cache.jsonable(p) for v, p in _build_pieces(state, stale).items()}
+        cache.store([(keys[v], fps[v], built[v]) for v in stale])
+        out.update(built)
+    return out
+
+
+def piece_values(piece: dict) -> dict[int, dict[int, float]]:
+    """{version id: {seed: headline}} of a :func:`headline_pieces` entry (versions with
+    values only), seeds in order."""
+    return {int(vid): {int(s): x for s, x in r["values"]}
+            for vid, r in piece["rows"].items() if r["values"]}
 
 
 def summaries(suites: list[tuple[Suite, str]]) -> dict[str, dict]:
-    items = [(cache.key("summary", s.name, s.version), fp, (lambda s=s: _build_summary(s)))
-             for s, fp in suites]
+    items = [(cache.key("summary", s.name, s.version), fp,
+              (lambda s=s: _build_summary(state_of(s)))) for s, fp in suites]
     return {s.name: p for (s, _), p in zip(suites, cache.cached(items), strict=True)}
 
 
@@ -183,6 +220,7 @@ def _cell_rows(suite: Suite, variants: list[str],
     cells = list(Cell.objects.filter(suite=suite.name, suite_version=suite.version,
                                      status__in=Cell.FINISHED, variant__in=variants,
                                      version__in=[v.pk for v in versions])
+                 .order_by("version_id", "seed", "id")  # a fixed order: the same numbers
                  .values_list("id", "version_id", "variant", "seed", "status",
                               "environment__track"))
     metrics: dict[int, dict[str, float]] = {}
@@ -195,20 +233,22 @@ def _cell_rows(suite: Suite, variants: list[str],
             for cid, vid, variant, seed, status, track in cells]
 
 
-def _build_variant_table(suite: Suite, variant: str) -> dict:
-    versions, ref = table_versions(suite)
+def _build_variant_table(state: SuiteState, variant: str) -> dict:
+    suite, versions, ref = state.suite, state.versions, state.ref
     headline = suite.headline_metric
     secondary = tuple(m.name for m in suite.metrics if m.name != headline.name)
     labels = storage.version_labels(versions)
+    with comparisons(suite, variant) as memo:
+        rows = tables_for(suite, [variant], versions, ref, labels, memo).get(variant, [])
     return {**suite_meta(suite), "variant": variant,
             "variant_description": suite.variant(variant).description,
             "reference": labels[ref.pk] if ref else suite.reference,
-            "metrics": [headline.name, *secondary],
-            "rows": tables_for(suite, [variant], versions, ref, labels).get(variant, [])}
+            "metrics": [headline.name, *secondary], "rows": rows}
 
 
 def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersion],
-               ref: ObjectiveVersion | None, labels: dict[int, str]) -> dict[str, list[dict]]:
+               ref: ObjectiveVersion | None, labels: dict[int, str],
+               memo: Memo | None = None) -> dict[str, list[dict]]:
     """Row payloads per variant for ``versions`` (harness.tables.variant_tables)."""
     headline = suite.headline_metric
     secondary = tuple(m.name for m in suite.metrics if m.name != headline.name)
@@ -216,7 +256,7 @@ def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersio
     tables = variant_tables(rows, headline=headline.name,
                             higher_is_better=headline.higher_is_better,
                             reference=str(ref.pk) if ref else "", secondary=secondary,
-                            min_seeds=suite.min_seeds)
+                            min_seeds=suite.min_seeds, memo=memo)
     by_id = {v.pk: v for v in versions}
     values: dict[tuple[str, str], dict[int, float]] = {}
     for r in rows:
@@ -260,25 +300,54 @@ def headline_values(suite: Suite, versions: Iterable[ObjectiveVersion | int],
         name=suite.headline, cell__suite=suite.name, cell__suite_version=suite.version,
         cell__status=Cell.OK, cell__variant__in=variants,
         cell__version__in=[v if isinstance(v, int) else v.pk for v in versions],
-    ).values_list("cell__version_id", "cell__variant", "cell__seed", "value")
+    ).order_by("cell__version_id", "cell__seed").values_list(
+        "cell__version_id", "cell__variant", "cell__seed", "value")
     for vid, variant, seed, value in rows:
         if math.isfinite(value):
             out.setdefault(vid, {}).setdefault(variant, {})[seed] = value
     return out
 
 
-def _build_summary(suite: Suite) -> dict:
-    versions, ref = table_versions(suite)
+def _build_pieces(state: SuiteState, variants: list[str]) -> dict[str, dict]:
+    suite = state.suite
+    values = headline_values(suite, state.versions, variants)
+    out: dict[str, dict] = {v: {"rows": {}} for v in variants}
+    for variant, vid, status, n in (Cell.objects.filter(
+            suite=suite.name, suite_version=suite.version, status__in=Cell.FINISHED,
+            variant__in=variants, version__in=[v.pk for v in state.versions])
+            .values_list("variant", "version_id", "status").order_by()
+            .annotate(n=Count("id"))):
+        row = out[variant]["rows"].setdefault(str(vid), {"values": [], "diverged": 0,
+                                                         "failed": 0, "point": None})
+        if status == Cell.DIVERGED:
+            row["diverged"] += n
+        elif status != Cell.OK:
+            row["failed"] += n
+    for vid, per in values.items():
+        for variant, seeds in per.items():
+            row = out[variant]["rows"][str(vid)]  # an ok cell is a finished one
+            row["values"] = [[s, x] for s, x in sorted(seeds.items())]
+            s = stats.summarize([x for _, x in row["values"]])
+            row["point"] = [s.mean, s.ci_low, s.ci_high]
+    return out
+
+
+def _build_summary(state: SuiteState) -> dict:
+    suite = state.suite
     defaults = suite.default_variants
     headline = suite.headline_metric
     anchors = suite.headline_anchors
-    values = headline_values(suite, versions, defaults)
+    pieces = headline_pieces(state, defaults)  # resolves the table versions
+    versions, ref = state.versions, state.ref
+    values: dict[int, dict[str, dict[int, float]]] = {}
     counts: dict[int, dict[str, int]] = {}
-    for vid, status, n in (Cell.objects.filter(
-            suite=suite.name, suite_version=suite.version, status__in=Cell.FINISHED,
-            variant__in=defaults, version__in=[v.pk for v in versions])
-            .values_list("version_id", "status").order_by().annotate(n=Count("id"))):
-        counts.setdefault(vid, {})[status] = n
+    for variant in defaults:
+        for vid, seeds in piece_values(pieces[variant]).items():
+            values.setdefault(vid, {})[variant] = seeds
+        for vid, r in pieces[variant]["rows"].items():
+            c = counts.setdefault(int(vid), {})
+            c[Cell.DIVERGED] = c.get(Cell.DIVERGED, 0) + r["diverged"]
+            c[Cell.FAILED] = c.get(Cell.FAILED, 0) + r["failed"]
     labels = storage.version_labels(versions)
     ref_values = values.get(ref.pk, {}) if ref else {}
     rows = []
