@@ -63,20 +63,33 @@ def suite_fingerprints(suite: Suite) -> tuple[str, dict[str, str]]:
                                    status__in=Cell.FINISHED)
                .values("variant").order_by()
                .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at")))
+    return _combined(agg)
+
+
+def all_fingerprints() -> dict[tuple[str, str], str]:
+    """{(suite, suite version): fingerprint} of every suite's finished cells, one query."""
+    return {k: fp for k, (fp, _) in all_variant_fingerprints().items()}
+
+
+def all_variant_fingerprints() -> dict[tuple[str, str], tuple[str, dict[str, str]]]:
+    """{(suite, suite version): (fingerprint, {variant: fingerprint})}, one query: what
+    :func:`suite_fingerprints` gives, for every suite at once."""
+    agg = (Cell.objects.filter(status__in=Cell.FINISHED)
+           .values("suite", "suite_version", "variant").order_by()
+           .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at")))
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for a in agg:
+        groups.setdefault((a["suite"], a["suite_version"]), []).append(a)
+    return {k: _combined(rows) for k, rows in groups.items()}
+
+
+def _combined(agg: list[dict]) -> tuple[str, dict[str, str]]:
     per_variant = {a["variant"]: fingerprint(a["n"], a["top"], a["last"]) for a in agg}
     if not agg:
         return EMPTY, {}
     lasts = [a["last"] for a in agg if a["last"] is not None]
     return fingerprint(sum(a["n"] for a in agg), max(a["top"] for a in agg),
                        max(lasts) if lasts else None), per_variant
-
-
-def all_fingerprints() -> dict[tuple[str, str], str]:
-    """{(suite, suite version): fingerprint} of every suite's finished cells, one query."""
-    agg = (Cell.objects.filter(status__in=Cell.FINISHED).values("suite", "suite_version")
-           .order_by().annotate(n=Count("id"), top=Max("id"), last=Max("finished_at")))
-    return {(a["suite"], a["suite_version"]): fingerprint(a["n"], a["top"], a["last"])
-            for a in agg}
 
 
 Stored = dict[str, tuple[str, dict]]  # key -> (fingerprint, payload)

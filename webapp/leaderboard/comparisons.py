@@ -59,7 +59,8 @@ def comparisons(suite: Suite, variant: str) -> Iterator[Memo]:
     stored = cache.read([key]).get(key)
     memo = Memo({k: _comparison(v) for k, v in stored[1].items()} if stored else {})
     yield memo
-    cache.store([(key, "-", {k: _fields(c) for k, c in memo.used.items()})])
+    if memo.computed or memo.used.keys() != memo.known.keys():  # else it is stored already
+        cache.store([(key, "-", {k: _fields(c) for k, c in memo.used.items()})])
 
 
 def _fields(c: stats.Comparison) -> dict:

@@ -63,7 +63,7 @@ def _build_view(state: SuiteState, variant: str, kind: str, limit: int | None) -
     tables = variant_tables_cached(state, list(dict.fromkeys([variant, drawn])))
     table = tables[variant]
     rows = visible_rows(table["rows"], kind=kind, limit=limit)
-    summary = summaries([(suite, state.fingerprint)])[suite.name]
+    summary = summaries([state])[suite.name]
     # the family plot chooses its lines across the family, from every objective of the kind
     everyone = visible_rows(summary["rows"], kind=kind)
     series = plots.build_series(state, everyone)

@@ -25,8 +25,9 @@ from harness.suite import Suite, is_number
 from webapp import storage
 from webapp.leaderboard import cache
 from webapp.leaderboard.lookup import rounded, suite_of
+from webapp.leaderboard.pieces import headline_pieces
 from webapp.leaderboard.state import SuiteState, state_of
-from webapp.leaderboard.tables import headline_pieces, table_versions
+from webapp.leaderboard.tables import table_versions
 from webapp.models import Cell, Curve, Metric, Objective
 
 # --- the headline across variants -------------------------------------------------------
@@ -102,9 +103,9 @@ def build_series(state: SuiteState, rows: list[dict] | None = None) -> dict:
     for r in rows:
         points = {}
         for name in names:
-            found = pieces[name]["rows"].get(str(r["version_id"]))
-            if found and found["values"]:
-                points[name] = found["point"]
+            point = pieces[name].points.get(r["version_id"])
+            if point is not None:
+                points[name] = point
         if points:
             series[r["objective"]] = {"slug": r["slug"], "is_builtin": r["is_builtin"],
                                       "is_reference": r["is_reference"], "points": points}

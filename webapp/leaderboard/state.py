@@ -40,6 +40,12 @@ def state_of(suite: Suite) -> SuiteState:
     return SuiteState(suite, fp, per_variant)
 
 
+def states_of(suites: list[Suite]) -> list[SuiteState]:
+    """Every suite's state from one aggregate query."""
+    fps = cache.all_variant_fingerprints()
+    return [SuiteState(s, *fps.get((s.name, s.version), (cache.EMPTY, {}))) for s in suites]
+
+
 def versions_key(suite: Suite) -> str:
     return cache.key("versions", suite.name, suite.version)
 
