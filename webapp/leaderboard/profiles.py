@@ -66,6 +66,7 @@ def objective_profile(slug: str, viewer=None, *,
                       "code_sha256": v.code_sha256, "created": v.created.isoformat()}
                      for v in versions],
         "suites": [{**{k: x for k, x in s.items() if k != "_parts"},
+                    "rows": [r for name in s["variants"] for r in s["_parts"][name]["rows"]],
                     "curves": curve_data.get(s["suite"], {}),
                     "reliability": {v: plots.reliability(by_name[s["suite"]], c)
                                     for v, c in curve_data.get(s["suite"], {}).items()}}
@@ -128,8 +129,7 @@ def _build_profile(obj: Objective, states: list[SuiteState],
         out.append({**suite_meta(suite), "reference": summary[suite.name]["reference"],
                     "metrics": [headline.name, *(m.name for m in suite.metrics
                                                  if m.name != headline.name)],
-                    "variants": variants,
-                    "rows": [r for name in variants for r in parts[name]["rows"]],
+                    "variants": variants,  # "rows": read from "_parts" (stored once)
                     "summary": [r for r in summary[suite.name]["rows"] if r["slug"] == obj.slug],
                     "series": {"axis": plots.variant_axis(suite), "series": series},
                     "scatter": plots.scatter(suite, obj, variants),
