@@ -411,6 +411,8 @@ def measure(args: argparse.Namespace, n_objectives: int, repeats: int) -> dict:
             continue
         url = entry["url"]
         try:
+            if args.isolated_cold:  # a later page's cold request emptied the cache again
+                _request(client, url)
             quiet = wait_quiet(args.quiet_wait, backend) if args.quiet_wait else float("nan")
             _, warm_q, warm_sql, _ = _counted(client, url)
             times, size = [], 0
