@@ -9,7 +9,13 @@ network, no browser), it times each page:
 
 * cold: the first request after the leaderboard cache (``TableCache``) is emptied;
 * warm: p50/p95 over ``--repeats`` (50) further requests;
-* SQL queries per request (CaptureQueriesContext) and their summed time, cold and warm.
+* SQL queries per request (CaptureQueriesContext) and their summed time, cold and warm;
+* after a landing: how a busy server sees a page. Before each of ``--landings`` requests
+  per page one new cell is stored through ``storage.store_results`` (the workers' and the
+  CLI's write path), alternately in the page's variant and in another one, for a random
+  non-reference objective; then the page is timed (p50/p95/max). The ratio to the page's
+  cold time (the uncached computation, measured in the same run; ``--isolated-cold``
+  makes each page's cold time its own) says what the incremental caches save.
 
 Query counts are taken twice, with the first 20 objectives loaded and with all of
 them, to show whether they grow with the number of objectives. Pages that miss the
@@ -59,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 SUITE_NAME = "bench-synthetic"
 SMALL = 20  # objectives for the query-count comparison
 TARGET_P95_MS = 100.0
+TARGET_LANDING_MS = 200.0
 BUILTIN = 15
 USERS = 20
 CURVES = ("train_loss", "grad_norm")
@@ -86,6 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"warm requests per page with {SMALL} objectives")
     p.add_argument("--isolated-cold", action="store_true",
                    help="empty the cache before each page's cold request (slow at full size)")
+    p.add_argument("--landings", type=int, default=20,
+                   help="requests per page measured just after a new cell landed (0: none)")
     p.add_argument("--quiet-wait", type=float, default=10.0,
                    help="before each page's warm requests, wait up to this many seconds for "
                         "other processes to use < 15%% of the CPUs")
@@ -100,6 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.smoke:
         args.objectives, args.variants, args.seeds, args.metrics = 6, 3, 2, 3
         args.curve_points, args.repeats, args.small_repeats, args.quiet_wait = 5, 2, 1, 0.0
+        args.landings = 4
         args.database = f"{args.database}_smoke"
     return args
 
@@ -401,6 +411,8 @@ def measure(args: argparse.Namespace, n_objectives: int, repeats: int) -> dict:
             continue
         url = entry["url"]
         try:
+            if args.isolated_cold:  # a later page's cold request emptied the cache again
+                _request(client, url)
             quiet = wait_quiet(args.quiet_wait, backend) if args.quiet_wait else float("nan")
             _, warm_q, warm_sql, _ = _counted(client, url)
             times, size = [], 0
@@ -423,7 +435,64 @@ def measure(args: argparse.Namespace, n_objectives: int, repeats: int) -> dict:
               f"  queries {entry['cold_queries']}/{warm_q}  others {others.share:4.0%}",
               flush=True)
     report["_cold_total_s"] = {"seconds": cold_total}
+    if args.landings:
+        landings(args, client, report, n_objectives)
     return report
+
+
+# Pages whose cached payloads a landing cell invalidates (the results page reads cells).
+LANDING_PAGES = ("home", "suite page", "objective page", "api suite (1 variant)",
+                 "api suite (all variants)")
+
+
+class Lander:
+    """Stores one new cell at a time through the real write path: a random non-reference
+    objective, the given variant, the next unused seed, every suite metric."""
+
+    def __init__(self, args: argparse.Namespace, n_objectives: int):
+        from harness.registry import get_suite
+        from webapp.models import ObjectiveVersion
+
+        self.suite = get_suite(SUITE_NAME)
+        self.versions = list(ObjectiveVersion.objects.filter(
+            objective__slug__in=[_slug(i) for i in range(1, n_objectives)]).order_by("id"))
+        self.rng = np.random.default_rng(n_objectives)
+        self.seed = args.seeds + 1000 * n_objectives  # no cell has these seeds yet
+
+    def land(self, variant: str) -> None:
+        from harness.suite import CellResult
+        from webapp import storage
+
+        version = self.versions[int(self.rng.integers(len(self.versions)))]
+        self.seed += 1
+        metrics = {m.name: float(self.rng.uniform(0.4, 0.8)) for m in self.suite.metrics}
+        storage.store_results(version, self.suite, [CellResult(variant, self.seed, "ok",
+                                                               metrics)], {"bench": True})
+
+
+def landings(args: argparse.Namespace, client, report: dict, n_objectives: int) -> None:
+    """Per page, ``--landings`` requests each just after a new cell landed: odd ones in
+    the page's variant (its table must be rebuilt), even ones in another variant."""
+    lander = Lander(args, n_objectives)
+    names = [v.name for v in lander.suite.variants]
+    own = f"v{min(7, args.variants - 1):02d}"
+    others = [v for v in names if v != own] or [own]
+    for name in LANDING_PAGES:
+        entry = report.get(name)
+        if entry is None or "error" in entry:
+            continue
+        times, queries = [], []
+        for i in range(args.landings):
+            lander.land(own if i % 2 == 0 else others[int(lander.rng.integers(len(others)))])
+            ms, q, _, _ = _counted(client, entry["url"])
+            times.append(ms)
+            queries.append(q)
+        p95 = float(np.percentile(times, 95))
+        entry.update({"landing_p50_ms": statistics.median(times), "landing_p95_ms": p95,
+                      "landing_max_ms": max(times), "landing_times_ms": times,
+                      "landing_queries": max(queries), "cold_over_landing": entry["cold_ms"] / p95})
+        print(f"  {name:<26} after a landing: p50 {entry['landing_p50_ms']:7.1f}  p95 "
+              f"{p95:7.1f} ms  (cold/landing p95 {entry['cold_over_landing']:.1f}×)", flush=True)
 
 
 # ---------------------------------------------------------------- report
@@ -457,6 +526,20 @@ def print_report(result: dict) -> None:
     print(f"cold requests in all: {full['_cold_total_s']['seconds']:.1f} s ({how})")
     print(f"target: warm p95 < {TARGET_P95_MS:.0f} ms server-side; query count independent of "
           f"the number of objectives ({n} vs {m})")
+    landed = [(name, e) for name, e in full.items()
+              if not name.startswith("_") and "landing_p95_ms" in e]
+    if landed:
+        print(f"\nafter a landing ({result['config']['landings']} requests per page, each just "
+              f"after one new cell was stored, half in the page's variant): server-side ms")
+        print(f"{'page':<26} {'cold ms':>9} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} "
+              f"{'target':>6} {'cold/p95':>9}")
+        for name, e in landed:
+            ok = "ok" if e["landing_p95_ms"] < TARGET_LANDING_MS else "MISS"
+            print(f"{name:<26} {e['cold_ms']:9.0f} {e['landing_p50_ms']:8.1f} "
+                  f"{e['landing_p95_ms']:8.1f} {e['landing_max_ms']:8.1f} {ok:>6} "
+                  f"{e['cold_over_landing']:8.1f}×")
+        print(f"target: p95 < {TARGET_LANDING_MS:.0f} ms just after a cell lands; cold = the "
+              f"uncached computation of the same page in this run ({how})")
     for name, e in full.items():
         if "profile" not in e:
             continue

@@ -45,6 +45,7 @@ Conventions
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -152,13 +153,20 @@ def _percentile_ci(
     return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
 
 
+@functools.lru_cache(maxsize=256)
+def _t_quantile(q: float, df: int) -> float:
+    """``t.ppf(q, df)``, remembered: scipy's call costs ~0.2 ms, and a table asks for the
+    same few quantiles hundreds of times (the value is the same float either way)."""
+    return float(stats.t.ppf(q, df))
+
+
 def t_interval(x: ArrayLike, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Student-t interval of the mean over the last axis of ``x`` (``(..., n)``, n >= 2):
     ``mean ± t(1 − α/2, n − 1)·s/√n``. Vectorized: the coverage simulation in the tests
     runs it on 20,000 samples at once; :func:`summarize` on one."""
     x = np.asarray(x, dtype=float)
     n = x.shape[-1]
-    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * np.std(x, axis=-1, ddof=1) / math.sqrt(n)
+    half = _t_quantile(0.5 + confidence / 2, n - 1) * np.std(x, axis=-1, ddof=1) / math.sqrt(n)
     m = np.mean(x, axis=-1)
     return m - half, m + half
 
@@ -217,7 +225,10 @@ def iqm(values: ArrayLike) -> float:
     x = _scores(values)
     if x.size == 0:
         return _NAN
-    return float(stats.trim_mean(x, 0.25))
+    # trim_mean's own steps (partition, mean of the middle), without its ~0.1 ms of
+    # argument handling per call: a table computes one per row
+    low = int(0.25 * x.size)
+    return float(np.mean(np.partition(x, (low, x.size - low - 1))[low:x.size - low]))
 
 
 def summarize(
@@ -432,7 +443,9 @@ def rank_intervals(
     sign = 1.0 if higher_is_better else -1.0
     means = np.stack([sign * a[rng.integers(0, a.size, (n_resamples, a.size))].mean(axis=1)
                       for a in arrays.values()])  # (names, replicates)
-    ranks = 1 + (means[None, :, :] > means[:, None, :]).sum(axis=1)  # (names, replicates)
+    # 1 + the number of strictly better means = the "min" rank of the negated means: a sort
+    # per replicate instead of comparing every pair (the same integers, far fewer steps)
+    ranks = stats.rankdata(-means, method="min", axis=0).astype(np.int64)  # (names, replicates)
     alpha = 1.0 - confidence
     low = np.floor(np.quantile(ranks, alpha / 2, axis=1)).astype(int)
     high = np.ceil(np.quantile(ranks, 1 - alpha / 2, axis=1)).astype(int)

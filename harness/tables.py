@@ -9,8 +9,9 @@ several variants: the mean of its per-variant headline means and its worst varia
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,20 +90,35 @@ def across_variants(rows: Iterable[CellRow], variants: list[str], *, headline: s
     return sorted(out, key=lambda r: (-sign * r.mean, r.objective)), sorted(left_out)
 
 
+Memo = MutableMapping[str, stats.Comparison]
+
+
 def variant_tables(rows: Iterable[CellRow], *, headline: str, higher_is_better: bool,
                    reference: str, secondary: tuple[str, ...] = (),
-                   min_seeds: int = 3) -> dict[str, list[TableRow]]:
+                   min_seeds: int = 3, memo: Memo | None = None) -> dict[str, list[TableRow]]:
     """{variant: rows sorted best first} from tidy cell rows. A row with fewer than
-    ``min_seeds`` seeds shows its values only: no interval, no verdict, no ★."""
+    ``min_seeds`` seeds shows its values only: no interval, no verdict, no ★.
+
+    ``memo``: paired comparisons already computed, by :func:`comparison_key` (read and
+    filled here). A comparison is a pure function of its two value lists, so a table
+    rebuilt after one objective's new cell recomputes only that objective's comparisons."""
     by_variant: dict[str, dict[str, list[CellRow]]] = {}
     for r in rows:
         by_variant.setdefault(r.variant, {}).setdefault(r.objective, []).append(r)
-    return {v: _table(objs, headline, higher_is_better, reference, secondary, min_seeds)
+    return {v: _table(objs, headline, higher_is_better, reference, secondary, min_seeds, memo)
             for v, objs in by_variant.items()}
 
 
+def comparison_key(x: list[float], y: list[float], higher: bool, min_seeds: int) -> str:
+    """What :func:`harness.stats.compare_paired` depends on, hashed: the exact values
+    (``repr`` round-trips a float), the direction and the minimum of seeds."""
+    text = f"{higher}:{min_seeds}:{','.join(map(repr, x))}|{','.join(map(repr, y))}"
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
 def _table(objs: dict[str, list[CellRow]], headline: str, higher: bool, reference: str,
-           secondary: tuple[str, ...], min_seeds: int) -> list[TableRow]:
+           secondary: tuple[str, ...], min_seeds: int,
+           memo: Memo | None = None) -> list[TableRow]:
     scores = {name: _scores(cells, headline) for name, cells in objs.items()}
     rows = []
     for name, cells in objs.items():
@@ -116,7 +132,8 @@ def _table(objs: dict[str, list[CellRow]], headline: str, higher: bool, referenc
             is_reference=name == reference))
     if reference in scores:  # every objective against the reference: one Holm family
         versus = stats.holm_adjust({r.objective: _compare(scores[r.objective],
-                                                          scores[reference], higher, min_seeds)
+                                                          scores[reference], higher, min_seeds,
+                                                          memo)
                                     for r in rows if r.objective != reference})
         for r in rows:
             r.vs_reference = versus.get(r.objective)
@@ -128,7 +145,7 @@ def _table(objs: dict[str, list[CellRow]], headline: str, higher: bool, referenc
         best = max(judged, key=lambda r: sign * r.summary.mean)
         against = stats.holm_adjust({r.objective: _compare(scores[r.objective],
                                                            scores[best.objective], higher,
-                                                           min_seeds)
+                                                           min_seeds, memo)
                                      for r in judged if r is not best})
         for r in judged:
             cmp = against.get(r.objective)
@@ -148,12 +165,19 @@ def _scores(cells: list[CellRow], metric: str) -> dict[int, float]:
 
 
 def _compare(x: dict[int, float], y: dict[int, float], higher: bool,
-             min_seeds: int = 2) -> stats.Comparison | None:
+             min_seeds: int = 2, memo: Memo | None = None) -> stats.Comparison | None:
     common = sorted(set(x) & set(y))
     if len(common) < 2:
         return None
-    return stats.compare_paired([x[s] for s in common], [y[s] for s in common],
-                                higher_is_better=higher, min_seeds=min_seeds)
+    xs, ys = [x[s] for s in common], [y[s] for s in common]
+    if memo is None:
+        return stats.compare_paired(xs, ys, higher_is_better=higher, min_seeds=min_seeds)
+    key = comparison_key(xs, ys, higher, min_seeds)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = stats.compare_paired(xs, ys, higher_is_better=higher,
+                                                 min_seeds=min_seeds)
+    return found
 
 
 def _mean(cells: list[CellRow], metric: str) -> float:

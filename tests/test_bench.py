@@ -51,6 +51,11 @@ def test_pages_smoke(tmp_path):
     data = json.loads(report.read_text())
     assert set(data["phases"]["6"]) >= {"home", "suite page", "objective page"}
     assert "target: warm p95" in out.stdout
+    # pages timed just after a new cell landed, beside the same page's uncached time
+    for page in ("home", "suite page", "objective page", "api suite (all variants)"):
+        entry = data["phases"]["6"][page]
+        assert len(entry["landing_times_ms"]) == 4 and entry["cold_over_landing"] > 0
+    assert "after a landing" in out.stdout
 
 
 def test_dispatch_smoke():

@@ -537,16 +537,24 @@ def test_cache_hit_reads_one_row_and_a_new_cell_invalidates_it(board, django_ass
     assert _row(fresh, "gce")["seeds"] == 5
     assert _row(fresh, "gce")["mean"] == pytest.approx(np.mean(GCE["sym-0.4"] + [0.5]))
     assert TableCache.objects.get(key=key).fingerprint != entry.fingerprint
-    # A cell of another variant leaves this variant's table cached ...
+    # A cell of another variant leaves this variant's table cached (the suite's table
+    # versions are looked up again, the table is not rebuilt) ...
+    stored = TableCache.objects.get(key=key)
     storage.store_results(board["gce"], SUITE, [CellResult("clean", 4, "ok",
                                                            {"test_acc": 0.5})], ENV)
+    leaderboard.variant_table(SUITE, "sym-0.4")
+    assert TableCache.objects.get(key=key).updated == stored.updated
+    storage.store_results(board["gce"], SUITE, [CellResult("sym-0.4", 5, "ok",
+                                                           {"test_acc": 0.6})], ENV)
+    leaderboard.variant_table(SUITE, "sym-0.4")  # a rebuild is a new write (the check above
+    assert TableCache.objects.get(key=key).updated > stored.updated  # can fail)
     with django_assert_num_queries(2):
         leaderboard.variant_table(SUITE, "sym-0.4")
     # ... and a rerun of an existing cell (same count, new finish time) invalidates it.
     storage.store_results(board["gce"], SUITE, [CellResult("sym-0.4", 4, "ok",
                                                            {"test_acc": 0.9})], ENV)
     rerun = leaderboard.variant_table(SUITE, "sym-0.4")
-    assert _row(rerun, "gce")["mean"] == pytest.approx(np.mean(GCE["sym-0.4"] + [0.9]))
+    assert _row(rerun, "gce")["mean"] == pytest.approx(np.mean(GCE["sym-0.4"] + [0.9, 0.6]))
 
 
 def test_summary_cache_invalidates_when_a_cell_is_deleted(board):

@@ -428,3 +428,38 @@ def test_rank_intervals_are_exact_when_the_order_is_certain_and_wide_when_not():
     assert rank_intervals({}) == {}
     with pytest.raises(ValueError, match="no scores to rank"):
         rank_intervals({"a": []})
+
+
+def test_rank_intervals_equal_the_pairwise_definition_with_ties():
+    """The ranks come from a sort; they must be the definition's integers exactly:
+    rank = 1 + the number of strictly better bootstrap means, ties sharing the best place."""
+    from harness.stats import rank_intervals
+
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        k = int(rng.integers(1, 30))
+        scores = {f"o{i}": np.round(rng.normal(0.7, 0.05, int(rng.integers(1, 8))), 2)
+                  for i in range(k)}  # rounded: many tied means
+        higher = bool(trial % 2)
+        sign = 1.0 if higher else -1.0
+        draw = np.random.default_rng(0)
+        means = np.stack([sign * a[draw.integers(0, a.size, (2000, a.size))].mean(axis=1)
+                          for a in scores.values()])
+        ranks = 1 + (means[None, :, :] > means[:, None, :]).sum(axis=1)
+        low = np.floor(np.quantile(ranks, 0.025, axis=1)).astype(int)
+        high = np.ceil(np.quantile(ranks, 0.975, axis=1)).astype(int)
+        expected = {n: (int(a), int(b)) for n, a, b in zip(scores, low, high, strict=True)}
+        assert rank_intervals(scores, higher_is_better=higher) == expected
+
+
+def test_iqm_and_the_t_interval_equal_scipys_to_the_last_bit():
+    rng = np.random.default_rng(6)
+    for n in list(range(1, 25)) * 20:
+        x = rng.normal(size=n)
+        if n % 3 == 0:
+            x = np.round(x, 1)  # ties
+        assert iqm(x) == float(sps.trim_mean(x, 0.25))
+        if n >= 2 and not np.all(x == x[0]):
+            s = summarize(x)
+            half = sps.t.ppf(0.975, n - 1) * np.std(x, ddof=1) / math.sqrt(n)
+            assert (s.ci_low, s.ci_high) == (np.mean(x) - half, np.mean(x) + half)

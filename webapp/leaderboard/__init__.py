@@ -8,7 +8,11 @@ suites' declarations (:mod:`harness.suite`) and cached (:mod:`~webapp.leaderboar
 - :mod:`~webapp.leaderboard.profiles`: an objective across suites, and two compared;
 - :mod:`~webapp.leaderboard.plots`: strip, family, curve, scatter and reliability data;
 - :mod:`~webapp.leaderboard.pages`: the suite page's view;
-- :mod:`~webapp.leaderboard.lookup`: names the pages use, :class:`NotFound`.
+- :mod:`~webapp.leaderboard.lookup`: names the pages use, :class:`NotFound`;
+- :mod:`~webapp.leaderboard.state`, :mod:`~webapp.leaderboard.pieces`,
+  :mod:`~webapp.leaderboard.comparisons`: what a landing cell invalidates (per-variant
+  keys), the per-variant headline numbers suite-wide payloads are recombined from, and the
+  paired comparisons a rebuilt table reuses.
 """
 
 from webapp.leaderboard.lookup import KINDS, NotFound

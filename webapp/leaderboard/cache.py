@@ -9,6 +9,14 @@ means a cell that lands meanwhile can only make the stored entry look stale, nev
 Keys carry a hash of the code that computes payloads (this package, the tables, the
 statistics) and of every registered suite's declaration, so a deploy that changes how
 numbers are computed never serves old ones.
+
+What a landing cell recomputes (:mod:`~webapp.leaderboard.state`): per-variant payloads
+(a variant's table, its headline values) are keyed by that variant's fingerprint and the
+suite's table versions, so a cell of variant A leaves variant B's untouched; suite-wide
+payloads (summary, suite page, home) are recombined from the per-variant ones instead of
+re-reading every cell; and paired comparisons are remembered by their inputs
+(``harness.tables.comparison_key``), so a variant table rebuilt for one objective's new
+cell recomputes that objective's comparisons only.
 """
 
 from __future__ import annotations
@@ -55,6 +63,27 @@ def suite_fingerprints(suite: Suite) -> tuple[str, dict[str, str]]:
                                    status__in=Cell.FINISHED)
                .values("variant").order_by()
                .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at")))
+    return _combined(agg)
+
+
+def all_fingerprints() -> dict[tuple[str, str], str]:
+    """{(suite, suite version): fingerprint} of every suite's finished cells, one query."""
+    return {k: fp for k, (fp, _) in all_variant_fingerprints().items()}
+
+
+def all_variant_fingerprints() -> dict[tuple[str, str], tuple[str, dict[str, str]]]:
+    """{(suite, suite version): (fingerprint, {variant: fingerprint})}, one query: what
+    :func:`suite_fingerprints` gives, for every suite at once."""
+    agg = (Cell.objects.filter(status__in=Cell.FINISHED)
+           .values("suite", "suite_version", "variant").order_by()
+           .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at")))
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for a in agg:
+        groups.setdefault((a["suite"], a["suite_version"]), []).append(a)
+    return {k: _combined(rows) for k, rows in groups.items()}
+
+
+def _combined(agg: list[dict]) -> tuple[str, dict[str, str]]:
     per_variant = {a["variant"]: fingerprint(a["n"], a["top"], a["last"]) for a in agg}
     if not agg:
         return EMPTY, {}
@@ -63,31 +92,49 @@ def suite_fingerprints(suite: Suite) -> tuple[str, dict[str, str]]:
                        max(lasts) if lasts else None), per_variant
 
 
-def all_fingerprints() -> dict[tuple[str, str], str]:
-    """{(suite, suite version): fingerprint} of every suite's finished cells, one query."""
-    agg = (Cell.objects.filter(status__in=Cell.FINISHED).values("suite", "suite_version")
-           .order_by().annotate(n=Count("id"), top=Max("id"), last=Max("finished_at")))
-    return {(a["suite"], a["suite_version"]): fingerprint(a["n"], a["top"], a["last"])
-            for a in agg}
+Stored = dict[str, tuple[str, dict]]  # key -> (fingerprint, payload)
 
 
-def cached(items: list[tuple[str, str, Callable[[], dict]]]) -> list[dict]:
-    """Payloads for (key, fingerprint, build): one read for all; rebuild the stale ones."""
-    stored = {k: (f, p) for k, f, p in TableCache.objects.filter(
-        key__in=[k for k, _, _ in items]).values_list("key", "fingerprint", "payload")}
+def read(keys: Iterable[str]) -> Stored:
+    """The stored entries of ``keys``, whatever their fingerprints, in one query."""
+    return {k: (f, p) for k, f, p in TableCache.objects.filter(
+        key__in=list(keys)).values_list("key", "fingerprint", "payload")}
+
+
+def jsonable(payload: dict) -> dict:
+    """The payload as it reads back from storage (NaN → None, keys as strings)."""
+    return json.loads(json.dumps(finite_or_none(payload), allow_nan=False))
+
+
+def store(entries: list[tuple[str, str, dict]]) -> None:
+    """Upsert (key, fingerprint, jsonable payload) in one statement; a concurrent request
+    storing the same key is as good (its fingerprint was taken before its build too)."""
+    if not entries:
+        return
+    try:
+        with transaction.atomic():
+            TableCache.objects.bulk_create(
+                [TableCache(key=k, fingerprint=f, payload=p) for k, f, p in entries],
+                update_conflicts=True, unique_fields=["key"],
+                update_fields=["fingerprint", "payload", "updated"])
+    except IntegrityError:  # pragma: no cover - a race the upsert itself resolves
+        pass
+
+
+def cached(items: list[tuple[str, str, Callable[[], dict]]],
+           stored: Stored | None = None) -> list[dict]:
+    """Payloads for (key, fingerprint, build): one read for all (or ``stored``, read
+    already); rebuild the stale ones."""
+    if stored is None:
+        stored = read(k for k, _, _ in items)
     out = []
     for key, fp, build in items:
         hit = stored.get(key)
         if hit is not None and hit[0] == fp:
             out.append(hit[1])
             continue
-        payload = json.loads(json.dumps(finite_or_none(build()), allow_nan=False))
-        try:
-            with transaction.atomic():
-                TableCache.objects.update_or_create(
-                    key=key, defaults={"fingerprint": fp, "payload": payload})
-        except IntegrityError:  # another request stored it first: theirs is as good
-            pass
+        payload = jsonable(build())
+        store([(key, fp, payload)])
         out.append(payload)
     return out
 

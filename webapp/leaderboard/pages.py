@@ -6,6 +6,7 @@ from __future__ import annotations
 from harness.suite import Suite
 from webapp.leaderboard import cache, plots, ranking
 from webapp.leaderboard.lookup import check_kind, suite_meta, suite_of, variant_of
+from webapp.leaderboard.state import SuiteState, state_of
 from webapp.leaderboard.tables import summaries, variant_tables_cached, visible_rows
 
 
@@ -22,7 +23,8 @@ def suite_page(suite: Suite | str, variant: str | None = None, *, kind: str = "a
     """
     suite = suite_of(suite)
     check_kind(kind)
-    suite_fp, per_variant = cache.suite_fingerprints(suite)
+    state = state_of(suite)
+    suite_fp, per_variant = state.fingerprint, state.per_variant
     variants = [{"name": v.name, "description": v.description, "default": v.default,
                  "cells": int(per_variant.get(v.name, cache.EMPTY).split(":")[0])}
                 for v in suite.variants]
@@ -32,8 +34,7 @@ def suite_page(suite: Suite | str, variant: str | None = None, *, kind: str = "a
         variant = (defaults or with_results or [suite.variants[0].name])[0]
     variant_of(suite, variant)
     key = cache.key("suite-page", suite.name, suite.version, variant, kind, limit)
-    view = cache.cached([(key, suite_fp, lambda: _build_view(
-        suite, variant, suite_fp, per_variant, kind, limit))])[0]
+    view = cache.cached([(key, suite_fp, lambda: _build_view(state, variant, kind, limit))])[0]
     return {"suite": suite_meta(suite), "variants": variants, "variant": variant, **view}
 
 
@@ -56,16 +57,16 @@ def across(summary: dict, *, kind: str = "all", limit: int | None = None) -> dic
     return {"variants": summary["variants"], "rows": rows, "total_rows": len(ordered)}
 
 
-def _build_view(suite: Suite, variant: str, suite_fp: str, per_variant: dict[str, str],
-                kind: str, limit: int | None) -> dict:
+def _build_view(state: SuiteState, variant: str, kind: str, limit: int | None) -> dict:
+    suite = state.suite
     drawn = suite.heatmap.variant if suite.heatmap and suite.heatmap.variant else variant
-    tables = variant_tables_cached(suite, list(dict.fromkeys([variant, drawn])), per_variant)
+    tables = variant_tables_cached(state, list(dict.fromkeys([variant, drawn])))
     table = tables[variant]
     rows = visible_rows(table["rows"], kind=kind, limit=limit)
-    summary = summaries([(suite, suite_fp)])[suite.name]
+    summary = summaries([state])[suite.name]
     # the family plot chooses its lines across the family, from every objective of the kind
     everyone = visible_rows(summary["rows"], kind=kind)
-    series = plots.build_series(suite, everyone)
+    series = plots.build_series(state, everyone)
     ranked = {**summary, "rows": everyone}
     return {"table": {**table, "rows": rows}, "total_rows": len(table["rows"]),
             "axis": series["axis"], "strip": plots.strip_plot(table, rows),

@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-from harness import stats
 from harness.suite import Suite, is_number
 from webapp import storage
 from webapp.leaderboard import cache
 from webapp.leaderboard.lookup import rounded, suite_of
-from webapp.leaderboard.tables import headline_values, table_versions
+from webapp.leaderboard.pieces import headline_pieces
+from webapp.leaderboard.state import SuiteState, state_of
+from webapp.leaderboard.tables import table_versions
 from webapp.models import Cell, Curve, Metric, Objective
 
 # --- the headline across variants -------------------------------------------------------
@@ -76,36 +77,35 @@ def variant_axis(suite: Suite) -> dict | None:
 
 def family_series(suite: Suite | str) -> dict:
     """Headline mean and CI per objective across the variants of each family, cached."""
-    suite = suite_of(suite)
-    suite_fp, _ = cache.suite_fingerprints(suite)
-    return cache.cached([(cache.key("series", suite.name, suite.version), suite_fp,
-                          lambda: build_series(suite))])[0]
+    state = state_of(suite_of(suite))
+    return cache.cached([(cache.key("series", state.suite.name, state.suite.version),
+                          state.fingerprint, lambda: build_series(state))])[0]
 
 
-def build_series(suite: Suite, rows: list[dict] | None = None) -> dict:
-    """Family-plot points {label: {variant: [mean, ci_low, ci_high]}} computed directly
-    from per-seed values with ``stats.summarize`` (the numbers of the variant tables),
-    for ``rows`` (dicts with version_id, objective, slug, is_builtin, is_reference) or
-    for every objective version of the suite."""
+def build_series(state: SuiteState, rows: list[dict] | None = None) -> dict:
+    """Family-plot points {label: {variant: [mean, ci_low, ci_high]}}: ``stats.summarize``
+    of the per-seed values (the numbers of the variant tables), taken from the variants'
+    cached headline pieces, for ``rows`` (dicts with version_id, objective, slug,
+    is_builtin, is_reference) or for every objective version of the suite."""
+    suite = state.suite
     axis = variant_axis(suite)
     if axis is None:
         return {"axis": None, "series": {}}
+    names = list(dict.fromkeys(v for f in axis["families"] for v in f["variants"]))
+    pieces = headline_pieces(state, names)  # resolves the table versions
     if rows is None:
-        versions, ref = table_versions(suite)
+        versions, ref = state.versions, state.ref
         labels = storage.version_labels(versions)
         rows = [{"version_id": v.pk, "objective": labels[v.pk], "slug": v.objective.slug,
                  "is_builtin": v.objective.is_builtin,
                  "is_reference": ref is not None and v.pk == ref.pk} for v in versions]
-    names = list(dict.fromkeys(v for f in axis["families"] for v in f["variants"]))
-    values = headline_values(suite, [r["version_id"] for r in rows], names)
     series: dict[str, dict] = {}
     for r in rows:
         points = {}
         for name in names:
-            x = values.get(r["version_id"], {}).get(name)
-            if x:
-                summary = stats.summarize(list(x.values()))
-                points[name] = [summary.mean, summary.ci_low, summary.ci_high]
+            point = pieces[name].points.get(r["version_id"])
+            if point is not None:
+                points[name] = point
         if points:
             series[r["objective"]] = {"slug": r["slug"], "is_builtin": r["is_builtin"],
                                       "is_reference": r["is_reference"], "points": points}

@@ -5,21 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Exists, OuterRef
 
 from harness import stats
 from harness.registry import all_suites
 from harness.suite import Suite
-from webapp import storage
 from webapp.leaderboard import cache, plots
 from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of
+from webapp.leaderboard.pieces import headline_pieces, headline_values
+from webapp.leaderboard.state import SuiteState, states_of
 from webapp.leaderboard.tables import (
-    headline_values,
     relative,
     summaries,
-    table_versions,
-    tables_for,
+    variant_tables_cached,
 )
 from webapp.models import Cell, Objective, ObjectiveVersion
 
@@ -45,11 +43,14 @@ def objective_profile(slug: str, viewer=None, *,
     mine = bool(viewer is not None and getattr(viewer, "is_authenticated", False)
                 and obj.owner_id is not None and viewer.pk == obj.owner_id)
     code_visible = obj.visibility == Objective.PUBLIC or mine
-    fps = cache.all_fingerprints()
     suites = all_suites()
-    fingerprint = cache.combine(fps.get((s.name, s.version), cache.EMPTY) for s in suites)
-    numbers = cache.cached([(cache.key("profile", obj.pk), fingerprint,
-                             lambda: _build_profile(obj, suites, fps))])[0]
+    states = states_of(suites)
+    fps = {(s.suite.name, s.suite.version): s.fingerprint for s in states}
+    fingerprint = cache.combine(s.fingerprint for s in states)
+    key = cache.key("profile", obj.pk)
+    stored = cache.read([key])
+    numbers = cache.cached([(key, fingerprint, lambda: _build_profile(
+        obj, states, (stored.get(key) or (None, None))[1]))], stored)[0]
     curve_data: dict[str, dict[str, Any]] = {}
     if curves is not None and numbers["suites"]:
         curve_data = plots.profile_curves(obj, suites, numbers, fps, curves)
@@ -64,64 +65,75 @@ def objective_profile(slug: str, viewer=None, *,
         "versions": [{"id": v.pk, "label": v.label, "hyperparameters": v.hyperparameters,
                       "code_sha256": v.code_sha256, "created": v.created.isoformat()}
                      for v in versions],
-        "suites": [{**s, "curves": curve_data.get(s["suite"], {}),
+        "suites": [{**{k: x for k, x in s.items() if k != "_parts"},
+                    "rows": [r for name in s["variants"] for r in s["_parts"][name]["rows"]],
+                    "curves": curve_data.get(s["suite"], {}),
                     "reliability": {v: plots.reliability(by_name[s["suite"]], c)
                                     for v, c in curve_data.get(s["suite"], {}).items()}}
                    for s in numbers["suites"]],
     }
 
 
-def _build_profile(obj: Objective, suites: list[Suite],
-                   fps: dict[tuple[str, str], str]) -> dict:
+def _build_profile(obj: Objective, states: list[SuiteState],
+                   previous: dict | None = None) -> dict:
     """Per suite, the objective's rows of every variant table it is in: the whole tables'
     rows (the verdicts are Holm-corrected over every objective of a table, so no row can
-    be computed from a few others), ranks from the means."""
+    be computed from a few others), ranks from the means.
+
+    Each variant's part (its rows with rank, its family-plot points) depends on that
+    variant's table and piece alone: with ``previous`` (the stale stored profile), parts
+    whose variant fingerprint is unchanged are kept, and only the variants where cells
+    landed are read again."""
     done: dict[tuple[str, str], set[str]] = {}
     for suite_name, version, variant in (Cell.objects.filter(
             version__objective=obj, status__in=Cell.FINISHED)
             .values_list("suite", "suite_version", "variant").distinct()):
         done.setdefault((suite_name, version), set()).add(variant)
+    before = {s["suite"]: s.get("_parts", {}) for s in (previous or {}).get("suites", [])}
     out = []
-    for suite in suites:
+    for state in states:
+        suite = state.suite
         variants = [v.name for v in suite.variants if v.name in done.get(
             (suite.name, suite.version), ())]
         if not variants:
             continue
-        versions, ref = table_versions(suite)
-        labels = storage.version_labels(versions)
+        pieces = headline_pieces(state, variants)  # resolves the table versions
+        fps = {name: state.variant_fp(name) for name in variants}
+        old = before.get(suite.name, {})
+        parts = {n: old[n] for n in variants if n in old and old[n]["fp"] == fps[n]}
+        todo = [n for n in variants if n not in parts]
+        tables = {n: t["rows"] for n, t in variant_tables_cached(state, todo).items()}
         sign = 1 if suite.headline_metric.higher_is_better else -1
-        means = {vid: {name: float(np.mean(list(seeds.values())))
-                       for name, seeds in per.items()}
-                 for vid, per in headline_values(suite, versions, variants).items()}
-        entered = dict(Cell.objects.filter(
-            suite=suite.name, suite_version=suite.version, status__in=Cell.FINISHED,
-            variant__in=variants, version__in=[v.pk for v in versions])
-            .values_list("variant").order_by().annotate(n=Count("version", distinct=True)))
-        tables = tables_for(suite, variants, versions, ref, labels)
-        summary = summaries([(suite, fps.get((suite.name, suite.version), cache.EMPTY))])
-        rows, series = [], {}
-        for name in variants:
+        for name in todo:
+            means, entered = pieces[name].means, len(pieces[name].entered)
+            rows, points = [], []
             for r in tables.get(name, []):
                 mine = r["slug"] == obj.slug
                 if mine:
-                    better = sum(1 for m in means.values() if name in m and r["mean"] is not
-                                 None and sign * m[name] > sign * r["mean"])
-                    rank = better + 1 if r["seeds"] else entered.get(name, 0)
-                    rows.append({"variant": name, "rank": rank, "of": entered.get(name, 0),
-                                 **r})
+                    better = sum(1 for m in means.values() if r["mean"] is not None
+                                 and sign * m > sign * r["mean"])
+                    rank = better + 1 if r["seeds"] else entered
+                    rows.append({"variant": name, "rank": rank, "of": entered, **r})
                 if (mine or r["is_reference"]) and r["seeds"]:
-                    s = series.setdefault(r["objective"], {
+                    points.append([r["objective"], {
                         "slug": r["slug"], "is_builtin": r["is_builtin"],
-                        "is_reference": r["is_reference"] and not mine, "points": {}})
-                    s["points"][name] = [r["mean"], r["ci_low"], r["ci_high"]]
+                        "is_reference": r["is_reference"] and not mine},
+                        [r["mean"], r["ci_low"], r["ci_high"]]])
+            parts[name] = {"fp": fps[name], "rows": rows, "points": points}
+        series: dict[str, dict] = {}
+        for name in variants:
+            for label, meta, point in parts[name]["points"]:
+                series.setdefault(label, {**meta, "points": {}})["points"][name] = point
+        summary = summaries([state])
         headline = suite.headline_metric
         out.append({**suite_meta(suite), "reference": summary[suite.name]["reference"],
                     "metrics": [headline.name, *(m.name for m in suite.metrics
                                                  if m.name != headline.name)],
-                    "variants": variants, "rows": rows,
+                    "variants": variants,  # "rows": read from "_parts" (stored once)
                     "summary": [r for r in summary[suite.name]["rows"] if r["slug"] == obj.slug],
                     "series": {"axis": plots.variant_axis(suite), "series": series},
-                    "scatter": plots.scatter(suite, obj, variants)})
+                    "scatter": plots.scatter(suite, obj, variants),
+                    "_parts": parts})
     return {"suites": out}
 
 

@@ -17,18 +17,20 @@ submission changes nobody else's numbers; only rank positions move.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import numpy as np
-from django.db.models import Count
+from django.db.models import Count, Max
 
 from harness import stats
 from harness.registry import all_suites
 from harness.suite import Suite
-from harness.tables import CellRow, TableRow, variant_tables, worst_variant
+from harness.tables import CellRow, Memo, TableRow, variant_tables, worst_variant
 from webapp import storage
 from webapp.leaderboard import cache
+from webapp.leaderboard.comparisons import comparisons
 from webapp.leaderboard.lookup import KINDS, check_kind, suite_meta, suite_of, variant_of
+from webapp.leaderboard.pieces import headline_values
+from webapp.leaderboard.state import SuiteState, resolve, state_of, states_of, versions_key
 from webapp.models import Cell, Metric, Objective, ObjectiveVersion
 
 RANK_METHOD = ("IQM of normalized headline means over each suite's ranked variants (a "
@@ -44,8 +46,7 @@ def variant_table(suite: Suite | str, variant: str) -> dict:
     """One variant's table, rows sorted best first."""
     suite = suite_of(suite)
     variant_of(suite, variant)
-    _, per_variant = cache.suite_fingerprints(suite)
-    return variant_tables_cached(suite, [variant], per_variant)[variant]
+    return variant_tables_cached(state_of(suite), [variant])[variant]
 
 
 def suite_summary(suite: Suite | str) -> dict:
@@ -58,9 +59,9 @@ def suite_summary(suite: Suite | str) -> dict:
     ``normalized`` = mean over covered variants of the anchored headline mean,
     ``by_variant`` = per-variant normalized means.
     """
-    suite = suite_of(suite)
-    fingerprint, _ = cache.suite_fingerprints(suite)
-    return summaries([(suite, fingerprint)])[suite.name]
+    state = state_of(suite_of(suite))
+    summary = summaries([state])[state.suite.name]
+    return {k: x for k, x in summary.items() if k != "_basis"}
 
 
 def home_table(*, suite: str | None = None, kind: str = "all") -> dict:
@@ -73,10 +74,10 @@ def home_table(*, suite: str | None = None, kind: str = "all") -> dict:
     """
     check_kind(kind)
     suites = [suite_of(suite)] if suite else all_suites()
-    fps = cache.all_fingerprints()
-    fingerprint = cache.combine(fps.get((s.name, s.version), cache.EMPTY) for s in suites)
+    states = states_of(suites)
+    fingerprint = cache.combine(s.fingerprint for s in states)
     key = cache.key("home", ",".join(f"{s.name}@{s.version}" for s in suites))
-    board = cache.cached([(key, fingerprint, lambda: _build_home(suites, fps))])[0]
+    board = cache.cached([(key, fingerprint, lambda: _build_home(states))])[0]
     rows = board["rows"]
     if kind != "all":
         rows = [r for r in rows if r["is_builtin"] == (kind == "builtin")]
@@ -100,38 +101,45 @@ def visible_rows(rows: list[dict], *, kind: str = "all", limit: int | None = Non
 def export_tables(suite: Suite | str, variant: str | None = None) -> tuple[Suite, list[dict]]:
     """The tables an export covers: one variant, or every default variant with results."""
     suite = suite_of(suite)
-    _, per_variant = cache.suite_fingerprints(suite)
+    state = state_of(suite)
     if variant is not None:
         variant_of(suite, variant)
         names = [variant]
     else:
-        names = [v for v in suite.default_variants if v in per_variant]
-    tables = variant_tables_cached(suite, names, per_variant)
+        names = [v for v in suite.default_variants if v in state.per_variant]
+    tables = variant_tables_cached(state, names)
     return suite, [tables[n] for n in names]
 
 
 # --- cached pieces ----------------------------------------------------------------------
 
 
-def variant_tables_cached(suite: Suite, variants: list[str],
-                          per_variant: dict[str, str]) -> dict[str, dict]:
-    items = [(cache.key("variant", suite.name, suite.version, v),
-              per_variant.get(v, cache.EMPTY), (lambda v=v: _build_variant_table(suite, v)))
-             for v in variants]
-    return dict(zip(variants, cache.cached(items), strict=True))
+def variant_tables_cached(state: SuiteState, variants: list[str]) -> dict[str, dict]:
+    """Variant tables, each valid while its variant's cells and the table versions are."""
+    suite = state.suite
+    keys = [cache.key("variant", suite.name, suite.version, v) for v in variants]
+    stored = cache.read([versions_key(suite), *keys])
+    resolve(state, stored)
+    items = [(k, state.variant_fp(v), (lambda v=v: _build_variant_table(state, v)))
+             for k, v in zip(keys, variants, strict=True)]
+    return dict(zip(variants, cache.cached(items, stored), strict=True))
 
 
-def summaries(suites: list[tuple[Suite, str]]) -> dict[str, dict]:
-    items = [(cache.key("summary", s.name, s.version), fp, (lambda s=s: _build_summary(s)))
-             for s, fp in suites]
-    return {s.name: p for (s, _), p in zip(suites, cache.cached(items), strict=True)}
+def summaries(states: list[SuiteState]) -> dict[str, dict]:
+    """Suite summaries (``_basis``: what each row was computed from, for the next update)."""
+    keys = [cache.key("summary", s.suite.name, s.suite.version) for s in states]
+    stored = cache.read(keys)
+    items = [(k, s.fingerprint, (lambda s=s, k=k: _build_summary(
+        s, (stored.get(k) or (None, None))[1]))) for s, k in zip(states, keys, strict=True)]
+    return {s.suite.name: p for s, p in zip(states, cache.cached(items, stored), strict=True)}
 
 
 # --- builders (run on a cache miss) -----------------------------------------------------
 
 
-def _build_home(suites: list[Suite], fps: dict[tuple[str, str], str]) -> dict:
-    found = summaries([(s, fps.get((s.name, s.version), cache.EMPTY)) for s in suites])
+def _build_home(states: list[SuiteState]) -> dict:
+    suites = [s.suite for s in states]
+    found = summaries(states)
     rows: dict[tuple[str, str], dict] = {}
     for s in suites:
         for r in found[s.name]["rows"]:
@@ -183,6 +191,7 @@ def _cell_rows(suite: Suite, variants: list[str],
     cells = list(Cell.objects.filter(suite=suite.name, suite_version=suite.version,
                                      status__in=Cell.FINISHED, variant__in=variants,
                                      version__in=[v.pk for v in versions])
+                 .order_by("version_id", "seed", "id")  # a fixed order: the same numbers
                  .values_list("id", "version_id", "variant", "seed", "status",
                               "environment__track"))
     metrics: dict[int, dict[str, float]] = {}
@@ -195,20 +204,22 @@ def _cell_rows(suite: Suite, variants: list[str],
             for cid, vid, variant, seed, status, track in cells]
 
 
-def _build_variant_table(suite: Suite, variant: str) -> dict:
-    versions, ref = table_versions(suite)
+def _build_variant_table(state: SuiteState, variant: str) -> dict:
+    suite, versions, ref = state.suite, state.versions, state.ref
     headline = suite.headline_metric
     secondary = tuple(m.name for m in suite.metrics if m.name != headline.name)
     labels = storage.version_labels(versions)
+    with comparisons(suite, variant) as memo:
+        rows = tables_for(suite, [variant], versions, ref, labels, memo).get(variant, [])
     return {**suite_meta(suite), "variant": variant,
             "variant_description": suite.variant(variant).description,
             "reference": labels[ref.pk] if ref else suite.reference,
-            "metrics": [headline.name, *secondary],
-            "rows": tables_for(suite, [variant], versions, ref, labels).get(variant, [])}
+            "metrics": [headline.name, *secondary], "rows": rows}
 
 
 def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersion],
-               ref: ObjectiveVersion | None, labels: dict[int, str]) -> dict[str, list[dict]]:
+               ref: ObjectiveVersion | None, labels: dict[int, str],
+               memo: Memo | None = None) -> dict[str, list[dict]]:
     """Row payloads per variant for ``versions`` (harness.tables.variant_tables)."""
     headline = suite.headline_metric
     secondary = tuple(m.name for m in suite.metrics if m.name != headline.name)
@@ -216,7 +227,7 @@ def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersio
     tables = variant_tables(rows, headline=headline.name,
                             higher_is_better=headline.higher_is_better,
                             reference=str(ref.pk) if ref else "", secondary=secondary,
-                            min_seeds=suite.min_seeds)
+                            min_seeds=suite.min_seeds, memo=memo)
     by_id = {v.pk: v for v in versions}
     values: dict[tuple[str, str], dict[int, float]] = {}
     for r in rows:
@@ -252,37 +263,44 @@ def _row_payload(tr: TableRow, v: ObjectiveVersion, label: str, values: dict) ->
     }
 
 
-def headline_values(suite: Suite, versions: Iterable[ObjectiveVersion | int],
-                    variants: list[str]) -> dict[int, dict[str, dict[int, float]]]:
-    """{version id: {variant: {seed: headline}}} of ok cells, one query."""
-    out: dict[int, dict[str, dict[int, float]]] = {}
-    rows = Metric.objects.filter(
-        name=suite.headline, cell__suite=suite.name, cell__suite_version=suite.version,
-        cell__status=Cell.OK, cell__variant__in=variants,
-        cell__version__in=[v if isinstance(v, int) else v.pk for v in versions],
-    ).values_list("cell__version_id", "cell__variant", "cell__seed", "value")
-    for vid, variant, seed, value in rows:
-        if math.isfinite(value):
-            out.setdefault(vid, {}).setdefault(variant, {})[seed] = value
-    return out
-
-
-def _build_summary(suite: Suite) -> dict:
-    versions, ref = table_versions(suite)
+def _build_summary(state: SuiteState, previous: dict | None = None) -> dict:
+    """The suite summary. With ``previous`` (the stale stored summary) it is updated, not
+    recomputed: a row depends only on its own version's cells and the reference's over
+    the default variants, so rows whose version fingerprint is unchanged are kept and only
+    the others are read and computed; the Holm correction and the order are redone over
+    all. A change of the table versions or of the reference's cells recomputes every row."""
+    suite = state.suite
     defaults = suite.default_variants
     headline = suite.headline_metric
     anchors = suite.headline_anchors
-    values = headline_values(suite, versions, defaults)
+    stored = cache.read([versions_key(suite)])
+    resolve(state, stored)
+    versions, ref = state.versions, state.ref
+    basis = version_fingerprints(suite, defaults)  # taken before the cells are read
+    ref_fp = basis.get(ref.pk, cache.EMPTY) if ref else cache.EMPTY
+    old = (previous or {}).get("_basis") or {}
+    keep: dict[int, dict] = {}
+    if old.get("versions") == state.versions_fp and old.get("ref") == ref_fp:
+        fps = old.get("rows", {})
+        keep = {r["version_id"]: r for r in previous["rows"]
+                if fps.get(str(r["version_id"])) == basis.get(r["version_id"], cache.EMPTY)}
+    todo = [v for v in versions if v.pk not in keep]
+    read = list(dict.fromkeys([v.pk for v in todo] + ([ref.pk] if ref else [])))
+    values = headline_values(suite, read, defaults) if todo else {}
     counts: dict[int, dict[str, int]] = {}
-    for vid, status, n in (Cell.objects.filter(
-            suite=suite.name, suite_version=suite.version, status__in=Cell.FINISHED,
-            variant__in=defaults, version__in=[v.pk for v in versions])
-            .values_list("version_id", "status").order_by().annotate(n=Count("id"))):
-        counts.setdefault(vid, {})[status] = n
+    if todo:
+        for vid, status, n in (Cell.objects.filter(
+                suite=suite.name, suite_version=suite.version, status__in=Cell.FINISHED,
+                variant__in=defaults, version__in=[v.pk for v in todo])
+                .values_list("version_id", "status").order_by().annotate(n=Count("id"))):
+            counts.setdefault(vid, {})[status] = n
     labels = storage.version_labels(versions)
     ref_values = values.get(ref.pk, {}) if ref else {}
     rows = []
     for v in versions:
+        if v.pk in keep:
+            rows.append(keep[v.pk])
+            continue
         mine = values.get(v.pk, {})
         covered = [x for x in defaults if mine.get(x)]
         means = {x: float(np.mean(list(mine[x].values()))) for x in covered}
@@ -312,13 +330,24 @@ def _build_summary(suite: Suite) -> dict:
                        min_seeds=suite.min_seeds),
         })
     # every objective against the reference on one page: one Holm family of verdicts
-    adjusted = stats.holm([r["p_value"] for r in rows])
+    adjusted = stats.holm([math.nan if r["p_value"] is None else r["p_value"] for r in rows])
     for r, p in zip(rows, adjusted, strict=True):
         r["distinguishable"] = bool(p < 0.05)
     rows.sort(key=lambda r: (r["normalized"] is None, -(r["normalized"] or 0), r["objective"]))
     return {**suite_meta(suite), "reference": labels.get(ref.pk) if ref else None,
             "variants": defaults, "ranked": suite.ranked_variants,
-            "min_seeds": suite.min_seeds, "rows": rows}
+            "min_seeds": suite.min_seeds, "rows": rows,
+            "_basis": {"versions": state.versions_fp, "ref": ref_fp,
+                       "rows": {str(v.pk): basis.get(v.pk, cache.EMPTY) for v in versions}}}
+
+
+def version_fingerprints(suite: Suite, variants: list[str]) -> dict[int, str]:
+    """{version id: fingerprint of its finished cells in ``variants``}, one query."""
+    return {a["version_id"]: cache.fingerprint(a["n"], a["top"], a["last"])
+            for a in Cell.objects.filter(suite=suite.name, suite_version=suite.version,
+                                         status__in=Cell.FINISHED, variant__in=variants)
+            .values("version_id").order_by()
+            .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at"))}
 
 
 def relative(mine: dict[str, dict[int, float]], ref: dict[str, dict[int, float]],
