@@ -30,7 +30,7 @@ from harness.objectives.loading import Objective as LoadedObjective
 from harness.suite import CellResult, Suite
 from harness.tables import CellRow
 from harness.textsafe import storable
-from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
+from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion, Upload
 
 
 def version_for(objective: LoadedObjective, *, owner=None) -> ObjectiveVersion:
@@ -282,13 +282,28 @@ def version_labels(versions: Iterable[ObjectiveVersion]) -> dict[int, str]:
 def latest_versions(suite: Suite) -> list[ObjectiveVersion]:
     """Per (objective, label), the newest version with a result in this suite version: a
     cell that trained (ok or diverged). A version whose cells all failed, timed out or were
-    killed is on no public table (its owner sees why on the run page)."""
+    killed is on no public table (its owner sees why on the run page). Nor is a version of
+    uploaded results until an upload of it is verified (:func:`unverified_uploads`)."""
     versions = (ObjectiveVersion.objects
                 .filter(cells__suite=suite.name, cells__suite_version=suite.version,
                         cells__status__in=(Cell.OK, Cell.DIVERGED))
+                .exclude(pk__in=unverified_uploads())
                 .distinct().order_by("objective_id", "label", "-created"))
     newest: dict[tuple[int, str], ObjectiveVersion] = {}
     for v in versions:
         newest.setdefault((v.objective_id, v.label), v)
     return list(newest.values())
 
+
+
+def unverified_uploads():
+    """Ids of versions that have uploaded results but no verified upload (a queryset): the
+    sample the server ran for them is no public result on its own."""
+    return (ObjectiveVersion.objects.filter(uploads__isnull=False)
+            .exclude(uploads__status=Upload.VERIFIED).values("pk"))
+
+
+def verified_versions(version_ids: Iterable[int]) -> set[int]:
+    """Those of ``version_ids`` whose results include a verified upload."""
+    return set(Upload.objects.filter(version_id__in=list(version_ids), status=Upload.VERIFIED)
+               .values_list("version_id", flat=True))
