@@ -455,6 +455,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
         body = local_results.body(version, suite, args.variants)
     except local_results.NotUploadable as exc:
         return _fail(str(exc))
+    plain = sum(not isinstance(c["environment"].get("sandbox"), dict) for c in body["cells"])
+    if plain:
+        print(f"note: {plain} of the {len(body['cells'])} cells trained without --sandbox; the "
+              f"server trains its sample in the sandbox, where a reported training loss can "
+              f"differ in the last bit (the upload is then unverifiable, not a mismatch). "
+              f"`harness run ... --sandbox` trains as the server does.", file=sys.stderr)
     try:
         answer = upload.post(args.server, token, body)
     except upload.UploadFailed as exc:

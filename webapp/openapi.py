@@ -316,14 +316,15 @@ CLAIMED_CELL = obj({
 }, {"diverged_step": nullable(INT), "wall_time": NUM_OR_NULL})
 
 UPLOAD = obj({
-    "format": {"const": 1},
+    "format": {"const": 1, "description": "the upload format (harness submit's)"},
     "objective": obj({"name": {**STR, "minLength": 1, "maxLength": 100,
                                "description": "the file's stem; its slug names the objective"},
                       "code": {**STR, "minLength": 1, "description": "the objective's source"},
                       "hyperparameters": ANY_OBJECT}),
-    "suite": STR,
+    "suite": {**STR, "description": "a suite name (GET /api/suites)"},
     "suite_version": {**STR, "description": "must be the version the server runs"},
-    "cells": arr(ref("ClaimedCell"), "at least the suite's minimum of seeds per variant"),
+    "cells": {**arr(ref("ClaimedCell"), "at least the suite's minimum of seeds on each "
+                    "variant, each (variant, seed) once"), "minItems": 1},
 }, description="What `harness submit` sends: an objective version and its local results.")
 
 ERROR = obj({"error": {**STR, "description": "what was wrong, in words"},

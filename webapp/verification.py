@@ -12,8 +12,10 @@ cell is bit-reproducible on the same software and vector unit, whatever it was b
 with for the objectives the sample runs; see docs/reproducibility.md). Then
 
 - every value equal → **verified**: the claimed cells join the version's results;
-- values differ, and the two machines differ in something the numbers depend on (torch
-  version, CPU vector unit, device, torch threads) → **unverifiable**: it says which,
+- values differ, and the two runs differ in something the numbers depend on (torch
+  version, CPU vector unit, device, torch threads, the loss run in the sandbox or not,
+  the number of cells batched together)
+  → **unverifiable**: it says which,
   without calling the uploader wrong; the differing values are listed all the same;
 - values differ on the same software and hardware → **mismatch**, listing every cell,
   metric, local value and server value that differ;
@@ -46,7 +48,15 @@ log = logging.getLogger(__name__)
 ENVIRONMENT = (("torch version", ("packages", "torch")),
                ("CPU vector unit (cpu_capability)", ("cpu_capability",)),
                ("device", ("device",)),
-               ("torch threads", ("torch_threads",)))
+               ("torch threads", ("torch_threads",)),
+               # the loss in the sandbox's processes or in the trainer's: the training is
+               # the same, a reported training loss can differ in its last bit
+               ("where the loss ran (sandbox protocol; not recorded = in-process)",
+                ("sandbox", "protocol")),
+               # how many cells trained as one seed-batched job: today a sandboxed run's
+               # training-loss curve can differ in its last bit between 3 and 6 members
+               # (issue 14, point 8); drop this line once results do not depend on it
+               ("cells batched together (group_members)", ("group_members",)))
 SHOWN_DIFFERENCES = 200  # stored per upload: enough to see the pattern
 
 
