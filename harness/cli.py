@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the server's URL ($HARNESS_SERVER)")
     submit.add_argument("--token", help="an API token from your account page on the server "
                         "($HARNESS_TOKEN; prefer that: a command line is visible to others)")
+    submit.add_argument("--private", action="store_true",
+                        help="only you see the code on the server (results are public once "
+                             "verified either way)")
     submit.add_argument("--wait", action="store_true",
                         help="wait for the server's verdict (exit 0 only when verified)")
     submit.set_defaults(func=cmd_submit)
@@ -452,7 +455,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     try:
         version = local_results.local_version(loaded, args.objective, suite)
-        body = local_results.body(version, suite, args.variants)
+        body = local_results.body(version, suite, args.variants, private=args.private)
     except local_results.NotUploadable as exc:
         return _fail(str(exc))
     plain = sum(not isinstance(c["environment"].get("sandbox"), dict) for c in body["cells"])

@@ -207,6 +207,7 @@ def test_an_upload_stores_the_claim_apart_and_queues_a_sample(alice, token):
     assert answer["id"] == upload.pk and answer["status"] == "pending"
     assert (upload.owner, upload.suite_version) == (alice, SUITE.version)
     assert upload.version.objective.slug == "my-ce" and upload.version.objective.owner == alice
+    assert upload.version.objective.visibility == Objective.PUBLIC
     assert UploadedCell.objects.filter(upload=upload).count() == 6
     # one seed of three per variant (0.2 × 3 rounded up), queued on the server's side
     sample = {(c["variant"], c["seed"]) for c in answer["sample"]}
@@ -221,7 +222,10 @@ def test_an_upload_stores_the_claim_apart_and_queues_a_sample(alice, token):
 
 
 def test_the_owner_sees_a_pending_upload_others_do_not(alice, token):
-    upload_id = post(body(), token).json()["id"]
+    private = body()
+    private["objective"] = {**private["objective"], "visibility": "private"}
+    upload_id = post(private, token).json()["id"]
+    assert Objective.objects.get(slug="my-ce").visibility == Objective.PRIVATE
     assert Client().get(f"/uploads/{upload_id}/").status_code == 404
     c = Client()
     c.force_login(alice)
@@ -280,6 +284,8 @@ REFUSED = [
                                                "hyperparameters": {"q": 0.7}}), 400,
      "did not pass validation"),
     ("not an object", [1, 2], 400, "must be a JSON object"),
+    ("visibility", body(objective={"name": "my_ce", "code": CE, "hyperparameters": {},
+                                   "visibility": "secret"}), 400, "public or private"),
 ]
 
 

@@ -43,7 +43,8 @@ def local_version(loaded: LoadedObjective, path: str, suite: Suite) -> Objective
     raise NotUploadable(f"no local results for {path}: run it first: {run}")
 
 
-def body(version: ObjectiveVersion, suite: Suite, variants: list[str] | None = None) -> dict:
+def body(version: ObjectiveVersion, suite: Suite, variants: list[str] | None = None, *,
+         private: bool = False) -> dict:
     """The upload body (``webapp.uploads.parse`` reads it) of the version's finished cells
     of ``suite`` (at its version, shortened or not) on its public variants."""
     run = f"harness run suite {suite.name} --objective FILE"
@@ -81,7 +82,8 @@ def body(version: ObjectiveVersion, suite: Suite, variants: list[str] | None = N
     return {
         "format": FORMAT,
         "objective": {"name": version.objective.name, "code": version.code,
-                      "hyperparameters": version.hyperparameters},
+                      "hyperparameters": version.hyperparameters,
+                      "visibility": "private" if private else "public"},
         "suite": suite.name, "suite_version": suite.version,
         "cells": [{"variant": c.variant, "seed": c.seed, "status": c.status,
                    "diverged_step": c.diverged_step, "wall_time": c.wall_time,

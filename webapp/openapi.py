@@ -320,7 +320,10 @@ UPLOAD = obj({
     "objective": obj({"name": {**STR, "minLength": 1, "maxLength": 100,
                                "description": "the file's stem; its slug names the objective"},
                       "code": {**STR, "minLength": 1, "description": "the objective's source"},
-                      "hyperparameters": ANY_OBJECT}),
+                      "hyperparameters": ANY_OBJECT},
+                     {"visibility": {"enum": ["public", "private"], "default": "public",
+                                     "description": "of the code; results are public once "
+                                     "verified either way"}}),
     "suite": {**STR, "description": "a suite name (GET /api/suites)"},
     "suite_version": {**STR, "description": "must be the version the server runs"},
     "cells": {**arr(ref("ClaimedCell"), "at least the suite's minimum of seeds on each "

@@ -67,6 +67,7 @@ class Parsed:
     suite: Suite
     suite_version: str
     cells: tuple[ClaimedCell, ...]
+    visibility: str = Objective.PUBLIC
 
 
 # --- the body's shape ----------------------------------------------------------------------
@@ -78,7 +79,12 @@ def parse(body: Any) -> Parsed:
     data = _object(body, "the body", {"format", "objective", "suite", "suite_version", "cells"})
     if data["format"] != FORMAT or isinstance(data["format"], bool):
         raise bad(f"format must be {FORMAT} (this server's upload format); update harness")
-    objective = _object(data["objective"], "objective", {"name", "code", "hyperparameters"})
+    objective = _object(data["objective"], "objective", {"name", "code", "hyperparameters"},
+                        optional={"visibility"})
+    visibility = objective.get("visibility", Objective.PUBLIC)
+    if visibility not in (Objective.PUBLIC, Objective.PRIVATE):
+        raise bad("objective.visibility must be public or private (of the code; results "
+                  "are public once verified either way)")
     name = _text(objective["name"], "objective.name", 100)
     hidden = hidden_characters(name)
     if hidden or not slugify(name):
@@ -108,7 +114,7 @@ def parse(body: Any) -> Parsed:
     if len(set(keys)) != len(keys):
         raise bad("a (variant, seed) appears twice in cells")
     return Parsed(name.strip(), code.replace("\r\n", "\n"), hyperparameters, suite,
-                  suite_version, cells)
+                  suite_version, cells, visibility)
 
 
 def _cell(suite: Suite, raw: Any, i: int) -> ClaimedCell:
@@ -260,6 +266,9 @@ def _store(user, parsed: Parsed, suite: Suite, slug: str, loaded: LoadedObjectiv
                              "description": loaded.description})
     if not created and objective.owner_id != user.pk:  # taken since the check above
         raise UploadError(409, f"an objective named {slug!r} exists and is not yours")
+    if objective.visibility != parsed.visibility:
+        objective.visibility = parsed.visibility
+        objective.save(update_fields=["visibility"])
     version, _ = ObjectiveVersion.objects.get_or_create(
         objective=objective, key=loaded.version_key,
         defaults={"code": loaded.source, "code_sha256": loaded.code_sha256,
