@@ -226,11 +226,13 @@ def test_the_owner_sees_a_pending_upload_others_do_not(alice, token):
     private["objective"] = {**private["objective"], "visibility": "private"}
     upload_id = post(private, token).json()["id"]
     assert Objective.objects.get(slug="my-ce").visibility == Objective.PRIVATE
+    assert Client().get("/objectives/my-ce/").status_code == 404
     assert Client().get(f"/uploads/{upload_id}/").status_code == 404
     c = Client()
     c.force_login(alice)
     page = c.get(f"/uploads/{upload_id}/")
     assert page.status_code == 200 and b'data-status="pending"' in page.content
+    assert c.get("/objectives/my-ce/").status_code == 200  # its owner sees it
     mine = Client().get(f"/api/uploads/{upload_id}", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert mine.status_code == 200 and mine.json()["status"] == "pending"
     other = tokens.create(User.objects.create_user("bob"), "x")[1]
@@ -371,6 +373,8 @@ def test_equal_numbers_verify_and_promote_the_claim_to_public_results(alice, tok
     assert upload.version in storage.latest_versions(SUITE)
     assert storage.verified_versions([upload.version_id]) == {upload.version_id}
     assert Client().get(f"/uploads/{upload.pk}/").status_code == 200  # public once verified
+    assert Client().get("/api/objectives/my-ce").status_code == 200
+    assert "my-ce" in Client().get("/api/objectives").content.decode()
 
 
 def test_one_differing_value_is_a_mismatch_listing_that_cell_and_nothing_is_promoted(token):
@@ -389,6 +393,9 @@ def test_one_differing_value_is_a_mismatch_listing_that_cell_and_nothing_is_prom
     assert Cell.objects.filter(version=upload.version).count() == 2  # the sample only
     assert upload.version not in storage.latest_versions(SUITE)
     assert Client().get(f"/uploads/{upload.pk}/").status_code == 404
+    assert Client().get("/objectives/my-ce/").status_code == 404  # nor its objective
+    assert Client().get("/api/objectives/my-ce").status_code == 404
+    assert "my-ce" not in Client().get("/api/objectives").content.decode()
     owner = Client()
     owner.force_login(upload.owner)
     html = owner.get(f"/uploads/{upload.pk}/").content.decode()

@@ -303,6 +303,17 @@ def unverified_uploads():
             .exclude(uploads__status=Upload.VERIFIED).values("pk"))
 
 
+def unlisted_objectives(viewer=None):
+    """Ids of objectives whose every version is an upload not yet verified (a queryset),
+    less those ``viewer`` owns: only their owner sees them, on any page or in the API."""
+    hidden = unverified_uploads()
+    out = (Objective.objects.filter(versions__pk__in=hidden)
+           .exclude(versions__in=ObjectiveVersion.objects.exclude(pk__in=hidden)))
+    if viewer is not None and getattr(viewer, "is_authenticated", False):
+        out = out.exclude(owner_id=viewer.pk)
+    return out.values("pk")
+
+
 def verified_versions(version_ids: Iterable[int]) -> set[int]:
     """Those of ``version_ids`` whose results include a verified upload."""
     return set(Upload.objects.filter(version_id__in=list(version_ids), status=Upload.VERIFIED)

@@ -40,6 +40,8 @@ def objective_profile(slug: str, viewer=None, *,
         obj = Objective.objects.select_related("owner").get(slug=slug)
     except Objective.DoesNotExist:
         raise NotFound(f"no objective {slug!r}") from None
+    if Objective.objects.filter(pk=obj.pk, pk__in=storage.unlisted_objectives(viewer)).exists():
+        raise NotFound(f"no objective {slug!r}")  # uploads not verified: the owner's only
     versions = list(obj.versions.order_by("-created", "-id"))
     owner = obj.owner.get_username() if obj.owner else None
     mine = bool(viewer is not None and getattr(viewer, "is_authenticated", False)
@@ -197,8 +199,10 @@ def objective_suites(slug: str) -> list[str]:
 
 
 def objective_choices() -> list[dict]:
-    """Every objective with a finished cell: {"slug", "name", "is_builtin"}, by name."""
+    """Every listed objective with a finished cell: {"slug", "name", "is_builtin"}, by
+    name (not one whose results are all unverified uploads)."""
     finished = Cell.objects.filter(version__objective=OuterRef("pk"), status__in=Cell.FINISHED)
-    rows = (Objective.objects.filter(Exists(finished)).order_by("name", "slug")
+    rows = (Objective.objects.filter(Exists(finished))
+            .exclude(pk__in=storage.unlisted_objectives()).order_by("name", "slug")
             .values("slug", "name", "is_builtin"))
     return list(rows)

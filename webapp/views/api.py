@@ -28,7 +28,7 @@ from harness import registry
 from harness.jsonsafe import finite_or_none
 from harness.suite import Suite
 from harness.textsafe import is_storable
-from webapp import leaderboard, openapi
+from webapp import leaderboard, openapi, storage
 from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
 
 logger = logging.getLogger(__name__)
@@ -306,7 +306,8 @@ def suite_detail(request: HttpRequest, name: str) -> dict:
 
 @api_view
 def objective_list(request: HttpRequest) -> dict:
-    objectives = Objective.objects.select_related("owner").order_by("slug")
+    objectives = (Objective.objects.select_related("owner").order_by("slug")
+                  .exclude(pk__in=storage.unlisted_objectives(request.user)))
     builtin = _flag(request, "builtin")
     if builtin is not None:
         objectives = objectives.filter(is_builtin=builtin)
