@@ -342,14 +342,18 @@ def _land(upload: Upload, change=None, env=ENV, status=Cell.OK, suite=SUITE):
     """The server's results of the sample as a worker stores them: the claimed values
     (changed by ``change(metrics, curves)``), in the environment ``env``."""
     version = upload.version
+    queued = upload.sample.cells.filter(status=Cell.QUEUED)
+    waiting = set(queued.values_list("variant", "seed"))
     results = []
     for c in upload.claimed.filter(sampled=True):
+        if (c.variant, c.seed) not in waiting:
+            continue  # a result the server had already
         metrics, curves = dict(c.metrics), copy.deepcopy(c.curves)
         if change:
             change(metrics, curves)
         results.append(CellResult(c.variant, c.seed, status, metrics, curves, wall_time=2.0,
                                   reason="objective" if status == Cell.FAILED else ""))
-    ids = list(upload.sample.cells.values_list("pk", flat=True))
+    ids = list(queued.values_list("pk", flat=True))
     Cell.objects.filter(pk__in=ids).update(status=Cell.RUNNING, attempts=1)
     storage.store_results(version, suite, results, env, claim={pk: 1 for pk in ids})
     verification.settle_cells(ids)
@@ -473,3 +477,21 @@ def test_the_upload_operations_keep_the_contract_with_a_token(transactional_db, 
             failures.append(f"{operation.label}: {exc}")
     assert not failures, "\n\n".join(failures)
     assert nothing_stored()
+
+
+def test_a_later_upload_is_compared_with_the_results_already_there(token):
+    """Cells of the version the server has (here: a verified upload's) are checked at no
+    cost; the secret draw is among the new seeds only."""
+    first = _land(Upload.objects.get(pk=post(body(), token).json()["id"]))
+    assert first.status == Upload.VERIFIED
+    more = body(seeds=4)  # seeds 0-2 as before, plus seed 3
+    more["cells"] = [{**c, "metrics": {**c["metrics"], "test_acc": 0.9}}
+                     if (c["variant"], c["seed"]) == ("clean", 0) else c for c in more["cells"]]
+    answer = post(more, token).json()
+    sample = {(c["variant"], c["seed"]) for c in answer["sample"]}
+    old = {(v, s) for v in ("clean", "sym-0.4") for s in range(3)}
+    assert old <= sample and sample - old == {("clean", 3), ("sym-0.4", 3)}
+    second = _land(Upload.objects.get(pk=answer["id"]))  # the new seeds' server runs
+    assert second.status == Upload.MISMATCH
+    assert [(d["variant"], d["seed"], d["metric"], d["local"]) for d in second.differences] == [
+        ("clean", 0, "test_acc", 0.9)]

@@ -221,7 +221,7 @@ def accept(user, parsed: Parsed) -> Upload:
         raise UploadError(409, f"an objective named {slug!r} exists and is not yours; "
                           f"rename your file (the name is its stem)")
     loaded = _validated(parsed, slug, suite)
-    sample = verification.draw(seeds)
+    sample = _sample(seeds, slug, loaded, suite)
     cap = settings.MAX_QUEUED_CELLS_PER_USER
     with transaction.atomic():
         get_user_model().objects.select_for_update().get(pk=user.pk)
@@ -234,6 +234,18 @@ def accept(user, parsed: Parsed) -> Upload:
         transaction.on_commit(partial(executors.enqueue, upload.sample))
         transaction.on_commit(partial(verification.settle, upload.pk))  # a sample run before
     return upload
+
+
+def _sample(seeds: dict[str, list[int]], slug: str, loaded: LoadedObjective, suite: Suite
+            ) -> set[tuple[str, int]]:
+    """The cells to check: every claimed cell the server has a result for already (its own,
+    or a verified upload's: compared at no cost), and a secret draw among the others."""
+    known = set(Cell.objects.filter(
+        version__objective__slug=slug, version__key=loaded.version_key, suite=suite.name,
+        suite_version=suite.version, status__in=STATUSES).values_list("variant", "seed"))
+    fresh = {v: [s for s in listed if (v, s) not in known] for v, listed in seeds.items()}
+    return verification.draw({v: s for v, s in fresh.items() if s}) | {
+        (v, s) for v, listed in seeds.items() for s in listed if (v, s) in known}
 
 
 def _validated(parsed: Parsed, slug: str, suite: Suite) -> LoadedObjective:

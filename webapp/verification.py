@@ -4,7 +4,8 @@ The sample rule (:func:`draw`): on every variant of the upload, ``max(1, ceil(f 
 its ``n`` seeds (``f`` = ``settings.HARNESS_VERIFY_FRACTION``, 0.2 by default), chosen
 uniformly without replacement by the operating system's random source (``secrets``),
 after the claimed numbers are stored: the uploader cannot know which seeds are checked,
-so every claimed seed must be right.
+so every claimed seed must be right. A claimed cell the server already has a result for
+(its own, or one of a verified upload) is compared as well, and the draw is among the rest.
 
 When the sampled cells have finished on the server, :func:`settle` compares each with its
 claim: status, divergence step, every metric and every curve, for exact equality (a CPU
