@@ -441,6 +441,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if not Path(args.objective).is_file():
         return _fail(f"{args.objective}: no such file (harness submit uploads the results of "
                      f"an objective file you ran with `harness run`)")
+    if upload.sends_in_clear(args.server):
+        print(f"warning: {args.server} is plain http: your token crosses the network "
+              f"unencrypted (use https)", file=sys.stderr)
     suite = registry.get_suite(args.suite)
     if args.epochs:
         suite = suite.shortened(args.epochs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -57,6 +58,13 @@ def describe(answer: dict[str, Any], server: str) -> str:
                      f"{d['local']}, server {d['server']}")
     lines.append(f"  {_url(server, answer['url'])}")
     return "\n".join(lines)
+
+
+def sends_in_clear(server: str) -> bool:
+    """Whether a token sent to ``server`` would cross a network unencrypted (plain http
+    to another machine than this one)."""
+    parsed = urllib.parse.urlsplit(server)
+    return parsed.scheme == "http" and parsed.hostname not in ("localhost", "127.0.0.1", "::1")
 
 
 def _url(server: str, path: str) -> str:

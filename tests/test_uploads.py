@@ -495,3 +495,18 @@ def test_a_later_upload_is_compared_with_the_results_already_there(token):
     assert second.status == Upload.MISMATCH
     assert [(d["variant"], d["seed"], d["metric"], d["local"]) for d in second.differences] == [
         ("clean", 0, "test_acc", 0.9)]
+
+
+def test_the_api_index_documents_the_upload_operations():
+    html = Client().get("/api/").content.decode()
+    assert "POST /api/uploads" in html and "GET /api/uploads/{id}" in html
+    assert "Authorization: Bearer" in html
+
+
+@pytest.mark.parametrize("server, clear", [
+    ("http://leaderboard.example.org", True), ("https://leaderboard.example.org", False),
+    ("http://localhost:8000", False), ("http://127.0.0.1:8000/", False)])
+def test_submit_warns_before_a_token_crosses_the_network_in_clear(server, clear):
+    from harness.upload import sends_in_clear
+
+    assert sends_in_clear(server) is clear

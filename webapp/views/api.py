@@ -285,6 +285,7 @@ def index(request: HttpRequest) -> HttpResponse:
                  for e in openapi.ENDPOINTS]
     return render(request, "webapp/api_index.html",
                   {"endpoints": endpoints, "example": values,
+                   "token_operations": openapi.TOKEN_OPERATIONS,
                    "page_size_max": openapi.PAGE_SIZE_MAX})
 
 
