@@ -510,3 +510,10 @@ def test_submit_warns_before_a_token_crosses_the_network_in_clear(server, clear)
     from harness.upload import sends_in_clear
 
     assert sends_in_clear(server) is clear
+
+
+def test_deleting_a_user_takes_their_tokens_and_uploads(alice, token):
+    post(body(), token)
+    alice.delete()
+    assert not (ApiToken.objects.exists() or Upload.objects.exists()
+                or UploadedCell.objects.exists() or Submission.objects.exists())

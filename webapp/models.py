@@ -185,7 +185,7 @@ class Upload(models.Model):
     reason = models.TextField(blank=True)
     # [{"variant", "seed", "metric", "local", "server"}]: every value that differs
     differences = models.JSONField(default=list)
-    sample = models.ForeignKey(Submission, on_delete=models.PROTECT, related_name="uploads")
+    sample = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="uploads")
     created = models.DateTimeField(auto_now_add=True)
     checked = models.DateTimeField(null=True, blank=True)
 

@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
                 ('created', models.DateTimeField(auto_now_add=True)),
                 ('checked', models.DateTimeField(blank=True, null=True)),
                 ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='uploads', to=settings.AUTH_USER_MODEL)),
-                ('sample', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='uploads', to='webapp.submission')),
+                ('sample', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='uploads', to='webapp.submission')),
                 ('version', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='uploads', to='webapp.objectiveversion')),
             ],
         ),
