@@ -449,6 +449,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         suite = suite.shortened(args.epochs)
     for v in args.variants or ():
         suite.variant(v)
+        if v not in suite.default_variants:
+            return _fail(f"{v} is an opt-in variant of {suite.name}; a server verifies only "
+                         f"its default variants ({', '.join(suite.default_variants)})")
     try:
         loaded = load_objective(args.objective, parse_assignments(args.overrides) or None)
     except ObjectiveError as exc:

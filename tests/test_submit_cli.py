@@ -133,6 +133,7 @@ def test_submit_refuses_clearly_without_results_token_seeds_or_with_changed_code
     assert "no API token: make one on your account page (http://127.0.0.1:9/accounts/)" in (
         refused(*SUBMIT, env=no_token))
     assert "no such file" in refused("submit", "nope.py", "--suite", "noisy-labels")
+    assert "mnist/sym-0.4 is an opt-in variant" in refused(*SUBMIT[:-2], "mnist/sym-0.4")
     assert "no local results for my_ce.py: run it first" in refused(*SUBMIT)
     few = ["run", "suite", "noisy-labels", "-o", "my_ce.py", "--seeds", "2", "--epochs", "1",
            "--variants", *VARIANTS]

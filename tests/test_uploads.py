@@ -143,6 +143,14 @@ def test_someone_elses_token_cannot_be_revoked_from_the_account_page(alice):
     assert tokens.user_for(f"Bearer {token}") == alice
 
 
+def test_a_user_has_at_most_twenty_live_tokens(alice):
+    made = [tokens.create(alice, f"t{i}")[0] for i in range(tokens.MAX_PER_USER)]
+    with pytest.raises(tokens.TokenError, match="revoke one first"):
+        tokens.create(alice, "one more")
+    tokens.revoke(alice, made[0].pk)
+    assert tokens.create(alice, "one more")[1].startswith("oh_")
+
+
 # --- the sample -------------------------------------------------------------------------
 
 
