@@ -294,6 +294,10 @@ REFUSED = [
                                                "hyperparameters": {"q": 0.7}}), 400,
      "did not pass validation"),
     ("not an object", [1, 2], 400, "must be a JSON object"),
+    ("huge integer metric", body(cells=_cells(metrics={"test_acc": 10 ** 400})), 400,
+     "must be a finite number"),
+    ("huge diverged_step", body(cells=_cells(diverged_step=2 ** 31)), 400,
+     "diverged_step must be an integer in [0, 2^31)"),
     ("visibility", body(objective={"name": "my_ce", "code": CE, "hyperparameters": {},
                                    "visibility": "secret"}), 400, "public or private"),
 ]
@@ -316,6 +320,10 @@ def test_no_token_wrong_method_type_json_and_size_are_refused(token, settings):
     nan = json.dumps(body()).replace('"wall_time": 1.0', '"wall_time": NaN', 1)
     assert "NaN" in post(None, token, raw=nan.encode()).json()["error"]
     assert post(None, token, raw=b"\xff\xfe").status_code == 400
+    deep = post(None, token, raw=b"[" * 100_000 + b"]" * 100_000)
+    assert deep.status_code == 400 and "nested too deeply" in deep.json()["error"]
+    huge = json.dumps(body()).replace('"wall_time": 1.0', '"wall_time": 1e400', 1)
+    assert "finite" in post(None, token, raw=huge.encode()).json()["error"]
     assert post(None, token, raw=json.dumps(body()).encode(),
                 content_type="text/plain").status_code == 415
     settings.MAX_UPLOAD_BYTES = 1000

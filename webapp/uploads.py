@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from harness.objectives.loading import Objective as LoadedObjective
@@ -28,7 +28,7 @@ from harness.textsafe import hidden_characters, is_storable
 from webapp import verification
 from webapp.execution import executors
 from webapp.execution.groups import code_filename
-from webapp.forms import configured
+from webapp.forms import configured, queued_cell
 from webapp.models import Cell, Objective, ObjectiveVersion, Submission, Upload, UploadedCell
 
 FORMAT = 1
@@ -132,11 +132,11 @@ def _cell(suite: Suite, raw: Any, i: int) -> ClaimedCell:
         raise bad(f"{where}.status must be ok or diverged (rerun cells that did not finish "
                   f"before uploading), got {c['status']!r}")
     step = c.get("diverged_step")
-    if step is not None and not _is_int(step):
-        raise bad(f"{where}.diverged_step must be an integer or null")
+    if step is not None and not (_is_int(step) and 0 <= step < 2 ** 31):
+        raise bad(f"{where}.diverged_step must be an integer in [0, 2^31) or null")
     wall = c.get("wall_time")
     if wall is not None and not _is_number(wall):
-        raise bad(f"{where}.wall_time must be a number or null")
+        raise bad(f"{where}.wall_time must be a finite number or null")
     declared = {m.name for m in suite.metrics}
     metrics = c["metrics"]
     if not isinstance(metrics, dict):
@@ -193,7 +193,12 @@ def _is_int(x: Any) -> bool:
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an integer literal no float holds
+        return False
 
 
 # --- against the server ----------------------------------------------------------------
@@ -221,30 +226,34 @@ def accept(user, parsed: Parsed) -> Upload:
         raise UploadError(409, f"an objective named {slug!r} exists and is not yours; "
                           f"rename your file (the name is its stem)")
     loaded = _validated(parsed, slug, suite)
-    sample = _sample(seeds, slug, loaded, suite)
+    drawn, known = _sample(seeds, slug, loaded, suite)
     cap = settings.MAX_QUEUED_CELLS_PER_USER
-    with transaction.atomic():
-        get_user_model().objects.select_for_update().get(pk=user.pk)
-        active = Cell.objects.filter(version__objective__owner=user,
-                                     status__in=(Cell.QUEUED, Cell.RUNNING)).count()
-        if active + len(sample) > cap:
-            raise UploadError(429, f"verifying this upload queues {len(sample)} cells and you "
-                              f"have {active} queued or running; the limit is {cap}")
-        upload = _store(user, parsed, suite, slug, loaded, sample)
-        transaction.on_commit(partial(executors.enqueue, upload.sample))
-        transaction.on_commit(partial(verification.settle, upload.pk))  # a sample run before
+    try:
+        with transaction.atomic():
+            get_user_model().objects.select_for_update().get(pk=user.pk)
+            active = Cell.objects.filter(version__objective__owner=user,
+                                         status__in=(Cell.QUEUED, Cell.RUNNING)).count()
+            if active + len(drawn) > cap:
+                raise UploadError(429, f"verifying this upload queues {len(drawn)} cells and "
+                                  f"you have {active} queued or running; the limit is {cap}")
+            upload = _store(user, parsed, suite, slug, loaded, drawn | known)
+            transaction.on_commit(partial(executors.enqueue, upload.sample))
+            transaction.on_commit(partial(verification.settle, upload.pk))  # nothing to run
+    except IntegrityError:  # a concurrent upload or submission took the name
+        raise UploadError(409, f"the name {slug!r} was just taken; rename your file") from None
     return upload
 
 
 def _sample(seeds: dict[str, list[int]], slug: str, loaded: LoadedObjective, suite: Suite
-            ) -> set[tuple[str, int]]:
-    """The cells to check: every claimed cell the server has a result for already (its own,
-    or a verified upload's: compared at no cost), and a secret draw among the others."""
+            ) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
+    """The cells to check: (a secret draw among the claimed cells the server has no result
+    for, every claimed cell it has one for already: its own, or a verified upload's,
+    compared at no cost)."""
     known = set(Cell.objects.filter(
         version__objective__slug=slug, version__key=loaded.version_key, suite=suite.name,
         suite_version=suite.version, status__in=STATUSES).values_list("variant", "seed"))
     fresh = {v: [s for s in listed if (v, s) not in known] for v, listed in seeds.items()}
-    return verification.draw({v: s for v, s in fresh.items() if s}) | {
+    return verification.draw({v: s for v, s in fresh.items() if s}), {
         (v, s) for v, listed in seeds.items() for s in listed if (v, s) in known}
 
 
@@ -271,8 +280,6 @@ def _validated(parsed: Parsed, slug: str, suite: Suite) -> LoadedObjective:
 
 def _store(user, parsed: Parsed, suite: Suite, slug: str, loaded: LoadedObjective,
            sample: set[tuple[str, int]]) -> Upload:
-    from webapp.forms import _queued_cell
-
     objective, created = Objective.objects.get_or_create(
         slug=slug, defaults={"owner": user, "name": parsed.name,
                              "description": loaded.description})
@@ -288,7 +295,7 @@ def _store(user, parsed: Parsed, suite: Suite, slug: str, loaded: LoadedObjectiv
     seeds = sorted({s for _, s in sample})
     run = Submission.objects.create(owner=user, version=version, suites=[suite.name],
                                     seeds=len(seeds))
-    run.cells.set([_queued_cell(version, suite, v, s) for v, s in sorted(sample)])
+    run.cells.set([queued_cell(version, suite, v, s) for v, s in sorted(sample)])
     upload = Upload.objects.create(owner=user, version=version, suite=suite.name,
                                    suite_version=suite.version, sample=run)
     UploadedCell.objects.bulk_create(

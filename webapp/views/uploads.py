@@ -69,6 +69,8 @@ def create(request: HttpRequest) -> HttpResponse:
         body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         return _error(400, f"the body is not JSON: {exc}")
+    except RecursionError:
+        return _error(400, "the body is nested too deeply")
     try:
         upload = uploads.accept(user, uploads.parse(body))
     except uploads.UploadError as exc:
