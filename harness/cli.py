@@ -87,6 +87,30 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("--json", action="store_true")
     results.set_defaults(func=cmd_results)
 
+    submit = verbs.add_parser(
+        "submit", help="upload an objective's local results to a server, which verifies them",
+        description="Upload FILE's stored results on a suite (from `harness run`) to a "
+                    "leaderboard server. The server re-runs a random sample of the seeds and "
+                    "lists the results as verified only when its numbers equal yours exactly.")
+    submit.add_argument("objective", metavar="FILE", help="the objective file that was run")
+    submit.add_argument("--suite", required=True, help="the suite whose results to upload")
+    submit.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides",
+                        help="the hyperparameters the run used (as given to `harness run`)")
+    submit.add_argument("--variants", nargs="+", metavar="V",
+                        help="default: the suite's public variants with results")
+    submit.add_argument("--epochs", type=int, help="upload the shortened run (suite version "
+                        "V+eN) made with `harness run --epochs N`")
+    submit.add_argument("--server", default=os.environ.get("HARNESS_SERVER"),
+                        help="the server's URL ($HARNESS_SERVER)")
+    submit.add_argument("--token", help="an API token from your account page on the server "
+                        "($HARNESS_TOKEN; prefer that: a command line is visible to others)")
+    submit.add_argument("--private", action="store_true",
+                        help="only you see the code on the server (results are public once "
+                             "verified either way)")
+    submit.add_argument("--wait", action="store_true",
+                        help="wait for the server's verdict (exit 0 only when verified)")
+    submit.set_defaults(func=cmd_submit)
+
     new = verbs.add_parser("new", help="start a new objective from the template")
     new_what = new.add_subparsers(dest="what", required=True)
     new_obj = new_what.add_parser("objective", help="write NAME.py from the template")
@@ -478,6 +502,65 @@ def _tables_json(suite, order, tables) -> dict:
             "distinguishable": r.vs_reference.distinguishable if r.vs_reference else None,
         } for r in tables[v]]
     return out
+
+
+# --- submit ---------------------------------------------------------------------------
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from harness import upload
+    from harness.objectives.loading import ObjectiveError, load_objective, parse_assignments
+
+    token = args.token or os.environ.get("HARNESS_TOKEN")
+    if not args.server:
+        return _fail("which server? pass --server URL or set HARNESS_SERVER")
+    if not token:
+        return _fail(f"no API token: make one on your account page ({args.server.rstrip('/')}"
+                     f"/accounts/) and set HARNESS_TOKEN (or pass --token)")
+    if not Path(args.objective).is_file():
+        return _fail(f"{args.objective}: no such file (harness submit uploads the results of "
+                     f"an objective file you ran with `harness run`)")
+    if upload.sends_in_clear(args.server):
+        print(f"warning: {args.server} is plain http: your token crosses the network "
+              f"unencrypted (use https)", file=sys.stderr)
+    suite = registry.get_suite(args.suite)
+    if args.epochs:
+        suite = suite.shortened(args.epochs)
+    for v in args.variants or ():
+        suite.variant(v)
+        if v not in suite.default_variants:
+            return _fail(f"{v} is an opt-in variant of {suite.name}; a server verifies only "
+                         f"its default variants ({', '.join(suite.default_variants)})")
+    try:
+        loaded = load_objective(args.objective, parse_assignments(args.overrides) or None)
+    except ObjectiveError as exc:
+        return _fail(exc.message)
+    _setup_django()
+    from webapp import local_results
+
+    try:
+        version = local_results.local_version(loaded, args.objective, suite)
+        body = local_results.body(version, suite, args.variants, private=args.private)
+    except local_results.NotUploadable as exc:
+        return _fail(str(exc))
+    plain = sum(not isinstance(c["environment"].get("sandbox"), dict) for c in body["cells"])
+    if plain:
+        print(f"note: {plain} of the {len(body['cells'])} cells trained without --sandbox; the "
+              f"server trains its sample in the sandbox, where a reported training loss can "
+              f"differ in the last bit (the upload is then unverifiable, not a mismatch). "
+              f"`harness run ... --sandbox` trains as the server does.", file=sys.stderr)
+    try:
+        answer = upload.post(args.server, token, body)
+    except upload.UploadFailed as exc:
+        return _fail(str(exc))
+    print(upload.describe(answer, args.server))
+    if not args.wait:
+        return 0
+    try:
+        answer = upload.wait(args.server, token, answer["id"])
+    except upload.UploadFailed as exc:
+        return _fail(str(exc))
+    print(upload.describe(answer, args.server))
+    return 0 if answer["status"] == "verified" else 1
 
 
 # --- ls, validate, new ----------------------------------------------------------------

@@ -432,10 +432,17 @@ def _refs(node):
 def test_openapi_document_is_consistent(client):
     doc = _get(client, "/api/openapi.json")
     assert doc["openapi"].startswith("3.1") and doc["info"]["title"]
-    assert set(doc["paths"]) == {e.path for e in openapi.ENDPOINTS}
+    assert set(doc["paths"]) == {e.path for e in openapi.ENDPOINTS} | {
+        o.path for o in openapi.TOKEN_OPERATIONS}
     for ref in set(_refs(doc)):
         assert isinstance(_resolve_ref(doc, ref), dict), ref
+    for o in openapi.TOKEN_OPERATIONS:
+        item = doc["paths"][o.path][o.method]
+        assert resolve(re.sub(r"\{(\w+)\}", "1", o.path)).url_name == o.url_name
+        assert item["security"] == [{"token": []}] and str(o.status) in item["responses"]
     for path, item in doc["paths"].items():
+        if "get" not in item or path.startswith("/api/uploads"):
+            continue
         concrete = re.sub(r"\{(\w+)\}", "x", path)
         match = resolve(concrete)
         endpoint = next(e for e in openapi.ENDPOINTS if e.path == path)

@@ -289,12 +289,12 @@ class SubmissionForm(forms.Form):
         for suite, variants, seeds in self.plan:
             for variant in variants:
                 for seed in seeds:
-                    cells.append(_queued_cell(version, suite, variant, seed))
+                    cells.append(queued_cell(version, suite, variant, seed))
         submission.cells.set(cells)
         return submission
 
 
-def _queued_cell(version: ObjectiveVersion, suite: Suite, variant: str, seed: int) -> Cell:
+def queued_cell(version: ObjectiveVersion, suite: Suite, variant: str, seed: int) -> Cell:
     """The cell for this key: created queued, or an existing one (requeued if it failed)."""
     cell, created = Cell.objects.get_or_create(
         version=version, suite=suite.name, suite_version=suite.version, variant=variant,

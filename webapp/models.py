@@ -166,3 +166,76 @@ class TableCache(models.Model):
     fingerprint = models.CharField(max_length=200)
     payload = models.JSONField()
     updated = models.DateTimeField(auto_now=True)
+
+
+class ApiToken(models.Model):
+    """A user's key for ``harness submit`` (the API's write endpoints).
+
+    Only the token's sha256 is stored: the token itself is shown once, when it is made. A
+    token is 256 random bits, so a plain hash is enough (no password-style stretching: it
+    cannot be guessed from a word list). Revoking keeps the row (the account page lists it)
+    and refuses it from then on.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)  # its first characters, to tell tokens apart
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.prefix}…"
+
+
+class Upload(models.Model):
+    """Local results a user uploaded (``harness submit``) and their verification.
+
+    The claimed numbers stay in :class:`UploadedCell`, apart from the server's cells; the
+    server re-runs a sample of them (``sample``, a submission of its own) and compares.
+    pending → verified | mismatch | unverifiable. Only a verified upload's cells join the
+    version's results (and so the public tables).
+    """
+
+    PENDING, VERIFIED, MISMATCH, UNVERIFIABLE = "pending", "verified", "mismatch", "unverifiable"
+    STATUSES = [(s, s) for s in (PENDING, VERIFIED, MISMATCH, UNVERIFIABLE)]
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="uploads")
+    version = models.ForeignKey(ObjectiveVersion, on_delete=models.CASCADE,
+                                related_name="uploads")
+    suite = models.CharField(max_length=50)
+    suite_version = models.CharField(max_length=20)
+    status = models.CharField(max_length=12, choices=STATUSES, default=PENDING)
+    # why it is unverifiable, in words; empty otherwise
+    reason = models.TextField(blank=True)
+    # [{"variant", "seed", "metric", "local", "server"}]: every value that differs
+    differences = models.JSONField(default=list)
+    sample = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="uploads")
+    created = models.DateTimeField(auto_now_add=True)
+    checked = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} of {self.version} ({self.status})"
+
+
+class UploadedCell(models.Model):
+    """One cell as the uploader's machine computed it: the claim, never a result by itself."""
+
+    upload = models.ForeignKey(Upload, on_delete=models.CASCADE, related_name="claimed")
+    variant = models.CharField(max_length=100)
+    seed = models.IntegerField()
+    status = models.CharField(max_length=10, choices=[(Cell.OK, Cell.OK),
+                                                      (Cell.DIVERGED, Cell.DIVERGED)])
+    diverged_step = models.IntegerField(null=True, blank=True)
+    wall_time = models.FloatField(null=True, blank=True)
+    metrics = models.JSONField(default=dict)
+    curves = models.JSONField(default=dict)
+    environment = models.JSONField(default=dict)
+    sampled = models.BooleanField(default=False)  # the server re-runs this one
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["upload", "variant", "seed"],
+                                               name="unique_uploaded_cell")]

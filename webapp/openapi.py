@@ -118,6 +118,8 @@ TABLE_ROW = obj({
                        "t-test, Holm-corrected); false below the suite's minimum of seeds"},
     "is_reference": BOOL,
 }, {
+    "verified": {**BOOL, "description": "uploaded local results that the server verified "
+                 "by re-running a random sample of their seeds"},
     "rank_low": nullable({**INT, "description": "95% bootstrap interval of the row's rank "
                           "(1 = best) among the rows with enough seeds: low end"}),
     "rank_high": nullable({**INT, "description": "its high end"}),
@@ -275,6 +277,59 @@ RESULT = obj({
     "curves": mapping(arr(NUM_OR_NULL), "curve name → values over training (?curves=1)"),
 }, description="One cell (objective version, suite, variant, seed) with its metrics.")
 
+DIFFERENCE = obj({
+    "variant": STR, "seed": INT,
+    "metric": {**STR, "description": "a metric, status, diverged_step, 'curve[i]' (a curve's "
+               "first differing point) or 'curve name' (its length)"},
+    "local": {"description": "the uploaded value (null: absent)"},
+    "server": {"description": "the server's value (null: absent)"},
+})
+
+UPLOAD_STATE = obj({
+    "id": INT,
+    "status": {"enum": ["pending", "verified", "mismatch", "unverifiable"],
+               "description": "pending until the sampled cells ran on the server; verified "
+               "only when every value of theirs equals the upload's exactly"},
+    "status_text": STR,
+    "reason": {**STR, "description": "why it cannot be verified (empty otherwise)"},
+    "objective": {**STR, "description": "objective slug"},
+    "version_id": INT,
+    "version_label": STR,
+    "suite": STR,
+    "suite_version": STR,
+    "cells": {**INT, "description": "cells uploaded"},
+    "sample": arr(obj({"variant": STR, "seed": INT}), "the cells the server re-runs, drawn "
+                  "at random after the upload: max(1, ceil(fraction × seeds)) per variant"),
+    "differences": arr(ref("Difference"), "every value the server did not reproduce"),
+    "url": {**STR, "description": "the upload's page"},
+    "run_url": {**STR, "description": "the server's run of the sample"},
+}, description="An upload of local results and its verification.")
+
+CLAIMED_CELL = obj({
+    "variant": {**STR, "description": "a public (default) variant of the suite"},
+    "seed": {**INT, "minimum": 0, "maximum": 2 ** 31 - 1},
+    "status": {"enum": ["ok", "diverged"]},
+    "metrics": mapping(NUM, "metric name → finite value (the suite's metrics only)"),
+    "curves": mapping(arr(NUM_OR_NULL), "curve name → values (null where not finite)"),
+    "environment": {**ANY_OBJECT, "description": "the cell's environment record as stored "
+                    "locally (packages, cpu_capability, device, torch_threads, ...)"},
+}, {"diverged_step": nullable(INT), "wall_time": NUM_OR_NULL})
+
+UPLOAD = obj({
+    "format": {"const": 1, "description": "the upload format (harness submit's)"},
+    "objective": obj({"name": {**STR, "minLength": 1, "maxLength": 100,
+                               "description": "the file's stem; its slug names the objective"},
+                      "code": {**STR, "minLength": 1, "description": "the objective's source"},
+                      "hyperparameters": ANY_OBJECT},
+                     {"visibility": {"enum": ["public", "private"], "default": "public",
+                                     "description": "of the code; results are public once "
+                                     "verified either way"}}),
+    "suite": {**STR, "description": "a suite name (GET /api/suites)"},
+    "suite_version": {**STR, "description": "must be the version the server runs"},
+    "cells": {**arr(ref("ClaimedCell"), "at least the suite's minimum of seeds on each "
+                    "variant, each (variant, seed) once"), "minItems": 1},
+}, description="What `harness submit` sends: an objective version and its local results.")
+
 ERROR = obj({"error": {**STR, "description": "what was wrong, in words"},
              "status": INT})
 
@@ -297,6 +352,10 @@ COMPONENTS: dict[str, dict] = {
     "ObjectiveProfile": PROFILE,
     "Result": RESULT,
     "ResultPage": page_of("Result", "results"),
+    "Difference": DIFFERENCE,
+    "UploadState": UPLOAD_STATE,
+    "ClaimedCell": CLAIMED_CELL,
+    "Upload": UPLOAD,
 }
 
 
@@ -406,6 +465,40 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class TokenOperation:
+    """An operation that needs an API token (``Authorization: Bearer``): uploads."""
+
+    path: str
+    url_name: str
+    method: str
+    summary: str
+    description: str
+    response: str
+    status: int
+    body: str | None = None  # a components/schemas name
+    params: tuple[Param, ...] = ()
+    errors: tuple[int, ...] = ()
+
+
+TOKEN_OPERATIONS: tuple[TokenOperation, ...] = (
+    TokenOperation(
+        "/api/uploads", "api-uploads", "post", "Upload local results for verification",
+        "An objective version and its local results on one suite (what `harness submit` "
+        "sends, at most settings.MAX_UPLOAD_BYTES). The code is validated in the sandbox; "
+        "the server then re-runs a random sample of the seeds and marks the upload verified "
+        "only when its numbers equal the uploaded ones exactly. Nothing is stored when it "
+        "is refused.", "UploadState", 201, body="Upload",
+        errors=(400, 401, 409, 413, 415, 429, 503)),
+    TokenOperation(
+        "/api/uploads/{id}", "api-upload", "get", "One of your uploads",
+        "The upload's verification state: pending, verified, mismatch (with every value "
+        "that differs) or unverifiable (with the reason).", "UploadState", 200,
+        params=(Param("id", "path", {**INT, "minimum": 1}, "upload id", required=True),),
+        errors=(401, 404)),
+)
+
+
 # ---------------------------------------------------------------- the document
 EMPTY = {"type": "string", "maxLength": 0}
 
@@ -425,6 +518,13 @@ def _json_response(description: str, schema: dict) -> dict:
 
 
 ERROR_TEXT = {400: "bad parameter", 404: "unknown suite, variant or objective"}
+TOKEN_ERROR_TEXT = {
+    400: "the upload is malformed or does not pass validation (the message says which "
+         "field)", 401: "no, unknown or revoked API token", 404: "no such upload of yours",
+    409: "the suite version differs from the server's, or the objective's name is another "
+         "user's", 413: "the body is over the size limit", 415: "not application/json",
+    429: "verifying it would pass your limit of queued cells",
+    503: "the sandbox is unavailable (nothing stored)"}
 
 
 def _operation(e: Endpoint) -> dict:
@@ -437,6 +537,26 @@ def _operation(e: Endpoint) -> dict:
             "responses": responses}
 
 
+def _token_operation(o: TokenOperation) -> dict:
+    responses = {str(o.status): _json_response(o.summary, ref(o.response))}
+    for status in o.errors:
+        responses[str(status)] = _json_response(TOKEN_ERROR_TEXT[status], ref("Error"))
+    out = {"operationId": o.url_name.replace("-", "_"), "summary": o.summary,
+           "description": o.description, "parameters": [_parameter(p) for p in o.params],
+           "security": [{"token": []}], "responses": responses}
+    if o.body:
+        out["requestBody"] = {"required": True, "content": {
+            "application/json": {"schema": ref(o.body)}}}
+    return out
+
+
+def _paths() -> dict:
+    paths = {e.path: {"get": _operation(e)} for e in ENDPOINTS}
+    for o in TOKEN_OPERATIONS:
+        paths.setdefault(o.path, {})[o.method] = _token_operation(o)
+    return paths
+
+
 def schema(server: str = "/") -> dict:
     """The OpenAPI 3.1 document (a JSON-serializable dict)."""
     return {
@@ -444,12 +564,16 @@ def schema(server: str = "/") -> dict:
         "info": {
             "title": "Objective Harness API",
             "version": "1",
-            "description": "Read-only JSON API of the Objective Harness leaderboard: suites, "
-                           "objectives and per-seed results. No authentication; private "
-                           "code is only returned to its owner (session login).",
+            "description": "JSON API of the Objective Harness leaderboard: suites, "
+                           "objectives and per-seed results, read without authentication "
+                           "(private code is only returned to its owner, session login); "
+                           "uploads of local results (`harness submit`) with an API token "
+                           "from the account page.",
         },
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "servers": [{"url": server}],
-        "paths": {e.path: {"get": _operation(e)} for e in ENDPOINTS},
-        "components": {"schemas": COMPONENTS},
+        "paths": _paths(),
+        "components": {"schemas": COMPONENTS, "securitySchemes": {
+            "token": {"type": "http", "scheme": "bearer",
+                      "description": "an API token from your account page (/accounts/)"}}},
     }

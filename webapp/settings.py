@@ -109,6 +109,10 @@ LOGOUT_REDIRECT_URL = "home"
 
 # Submission limits (issue: limits and safety).
 MAX_OBJECTIVE_BYTES = int(os.environ.get("HARNESS_MAX_OBJECTIVE_BYTES", 64 * 1024))
+# harness submit: an upload's JSON body (code, claimed metrics and curves) at most this
+# big; the share of its seeds per variant the server re-runs (at least one per variant).
+MAX_UPLOAD_BYTES = int(os.environ.get("HARNESS_MAX_UPLOAD_BYTES", 2 * 1024 * 1024))
+HARNESS_VERIFY_FRACTION = float(os.environ.get("HARNESS_VERIFY_FRACTION") or 0.2)
 MAX_QUEUED_CELLS_PER_USER = int(os.environ.get("HARNESS_MAX_QUEUED_CELLS", 200))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 # Django's own checks on sign-up: not like the username, 8 characters or more, not a

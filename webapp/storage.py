@@ -30,7 +30,15 @@ from harness.objectives.loading import Objective as LoadedObjective
 from harness.suite import CellResult, Suite
 from harness.tables import CellRow
 from harness.textsafe import storable
-from webapp.models import Cell, Curve, FactorialCell, Metric, Objective, ObjectiveVersion
+from webapp.models import (
+    Cell,
+    Curve,
+    FactorialCell,
+    Metric,
+    Objective,
+    ObjectiveVersion,
+    Upload,
+)
 
 
 def version_for(objective: LoadedObjective, *, owner=None) -> ObjectiveVersion:
@@ -349,16 +357,42 @@ def version_labels(versions: Iterable[ObjectiveVersion]) -> dict[int, str]:
 def latest_versions(suite: Suite) -> list[ObjectiveVersion]:
     """Per (objective, label), the newest version with a result in this suite version: a
     cell that trained (ok or diverged). A version whose cells all failed, timed out or were
-    killed is on no public table (its owner sees why on the run page)."""
+    killed is on no public table (its owner sees why on the run page). Nor is a version of
+    uploaded results until an upload of it is verified (:func:`unverified_uploads`)."""
     # EXISTS probes each version's cells through the unique (version, suite, ...) index: a
     # few ms at 100k cells, where a join with DISTINCT scanned them all (~0.3 s)
     trained = Cell.objects.filter(version=OuterRef("pk"), suite=suite.name,
                                   suite_version=suite.version,
                                   status__in=(Cell.OK, Cell.DIVERGED))
     versions = (ObjectiveVersion.objects.filter(Exists(trained))
+                .exclude(pk__in=unverified_uploads())
                 .order_by("objective_id", "label", "-created", "-id"))
     newest: dict[tuple[int, str], ObjectiveVersion] = {}
     for v in versions:
         newest.setdefault((v.objective_id, v.label), v)
     return list(newest.values())
 
+
+
+def unverified_uploads():
+    """Ids of versions that have uploaded results but no verified upload (a queryset): the
+    sample the server ran for them is no public result on its own."""
+    return (ObjectiveVersion.objects.filter(uploads__isnull=False)
+            .exclude(uploads__status=Upload.VERIFIED).values("pk"))
+
+
+def unlisted_objectives(viewer=None):
+    """Ids of objectives whose every version is an upload not yet verified (a queryset),
+    less those ``viewer`` owns: only their owner sees them, on any page or in the API."""
+    hidden = unverified_uploads()
+    out = (Objective.objects.filter(versions__pk__in=hidden)
+           .exclude(versions__in=ObjectiveVersion.objects.exclude(pk__in=hidden)))
+    if viewer is not None and getattr(viewer, "is_authenticated", False):
+        out = out.exclude(owner_id=viewer.pk)
+    return out.values("pk")
+
+
+def verified_versions(version_ids: Iterable[int]) -> set[int]:
+    """Those of ``version_ids`` whose results include a verified upload."""
+    return set(Upload.objects.filter(version_id__in=list(version_ids), status=Upload.VERIFIED)
+               .values_list("version_id", flat=True))

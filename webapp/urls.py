@@ -2,10 +2,10 @@
 
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic.base import RedirectView
 
-from webapp.views import accounts, pages, submit
+from webapp.views import accounts, pages, submit, uploads
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -19,8 +19,13 @@ urlpatterns = [
     path("submit/", submit.submit, name="submit"),
     path("runs/<int:pk>/", submit.run_status, name="run-status"),
     path("runs/<int:pk>/status.json", submit.run_status_json, name="run-status-json"),
+    path("uploads/<int:pk>/", uploads.page, name="upload"),
+    path("accounts/", accounts.account, name="account"),
     path("accounts/signup/", accounts.signup, name="signup"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # the token-authenticated API (before the read-only API's catch-all 404)
+    re_path(r"^api/uploads/?$", uploads.create, name="api-uploads"),
+    re_path(r"^api/uploads/(?P<pk>[0-9]+)/?$", uploads.detail, name="api-upload"),
     path("api/", include("webapp.views.api")),
 ]

@@ -19,7 +19,7 @@ from django.db.models import Q
 
 from harness.registry import suite_at
 from harness.suite import CellResult, Suite
-from webapp import storage
+from webapp import storage, verification
 from webapp.execution.database import DB_ERRORS, retry_db
 from webapp.execution.heartbeat import Heartbeat
 from webapp.execution.placement import device_for, torch_threads
@@ -136,12 +136,16 @@ class GroupRun:
         from harness.environment import environment
 
         env = environment(device or device_for(self.suite, list(self.group.variants)))
-        return retry_db(lambda: storage.store_results(self.version, self.suite, results, env,
-                                                      claim=self.claimed))
+        stored = retry_db(lambda: storage.store_results(self.version, self.suite, results, env,
+                                                        claim=self.claimed))
+        verification.settle_cells(self.claimed)  # an upload's sample may have landed
+        return stored
 
     def end(self, status: str, reason: str, error: str) -> int:
         """End the held cells without results (time limit, infrastructure)."""
-        return storage.finish(storage.held(self.claimed), status, reason, error)
+        ended = storage.finish(storage.held(self.claimed), status, reason, error)
+        verification.settle_cells(self.claimed)
+        return ended
 
     def fail(self, exc: BaseException) -> None:
         """Fail the held cells for an exception raised outside the objective's training."""

@@ -10,6 +10,7 @@ from django.db.models import Exists, OuterRef
 from harness import stats
 from harness.registry import all_suites
 from harness.suite import Suite
+from webapp import storage
 from webapp.leaderboard import cache, plots
 from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of
 from webapp.leaderboard.pieces import headline_pieces, headline_values
@@ -38,6 +39,8 @@ def objective_profile(slug: str, viewer=None, *,
         obj = Objective.objects.select_related("owner").get(slug=slug)
     except Objective.DoesNotExist:
         raise NotFound(f"no objective {slug!r}") from None
+    if Objective.objects.filter(pk=obj.pk, pk__in=storage.unlisted_objectives(viewer)).exists():
+        raise NotFound(f"no objective {slug!r}")  # uploads not verified: the owner's only
     versions = list(obj.versions.order_by("-created", "-id"))
     owner = obj.owner.get_username() if obj.owner else None
     mine = bool(viewer is not None and getattr(viewer, "is_authenticated", False)
@@ -209,8 +212,10 @@ def objective_suites(slug: str) -> list[str]:
 
 
 def objective_choices() -> list[dict]:
-    """Every objective with a finished cell: {"slug", "name", "is_builtin"}, by name."""
+    """Every listed objective with a finished cell: {"slug", "name", "is_builtin"}, by
+    name (not one whose results are all unverified uploads)."""
     finished = Cell.objects.filter(version__objective=OuterRef("pk"), status__in=Cell.FINISHED)
-    rows = (Objective.objects.filter(Exists(finished)).order_by("name", "slug")
+    rows = (Objective.objects.filter(Exists(finished))
+            .exclude(pk__in=storage.unlisted_objectives()).order_by("name", "slug")
             .values("slug", "name", "is_builtin"))
     return list(rows)

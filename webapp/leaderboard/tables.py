@@ -236,9 +236,11 @@ def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersio
             values.setdefault((r.variant, r.objective), {})[r.seed] = x
     tracks = {r.objective: r.track for r in rows if r.track}
     named = {t.name: t.label for t in suite.tracks}
+    verified = storage.verified_versions(by_id)
     return {name: [{**_row_payload(tr, by_id[int(tr.objective)], labels[int(tr.objective)],
                                    values.get((name, tr.objective), {})),
-                    "track": named.get(tracks.get(tr.objective, ""), "")}
+                    "track": named.get(tracks.get(tr.objective, ""), ""),
+                    "verified": int(tr.objective) in verified}
                    for tr in table] for name, table in tables.items()}
 
 

@@ -1,4 +1,5 @@
-"""Accounts: sign up (Django's UserCreationForm), then signed in straight away.
+"""Accounts: sign up (Django's UserCreationForm), then signed in straight away; the account
+page (API tokens for ``harness submit``, the user's uploads).
 
 Log in and log out are Django's own views (see urls.py); log out is a POST.
 """
@@ -6,11 +7,15 @@ Log in and log out are Django's own views (see urls.py); log out is a POST.
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render, resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
+
+from webapp import tokens
 
 
 def signup(request: HttpRequest) -> HttpResponse:
@@ -20,6 +25,35 @@ def signup(request: HttpRequest) -> HttpResponse:
         login(request, form.save(), backend="django.contrib.auth.backends.ModelBackend")
         return redirect(next_url or resolve_url(settings.LOGIN_REDIRECT_URL))
     return render(request, "webapp/signup.html", {"form": form, "next": next_url})
+
+
+@login_required
+def account(request: HttpRequest) -> HttpResponse:
+    """Tokens (make one: shown on this response only, never again; revoke one) and uploads."""
+    new_token = None
+    if request.method == "POST":
+        if "revoke" in request.POST:
+            try:
+                revoked = tokens.revoke(request.user, int(request.POST["revoke"]))
+            except ValueError:
+                revoked = False
+            if revoked:
+                messages.success(request, "Token revoked: it is refused from now on.")
+            else:
+                messages.error(request, "No such live token of yours.")
+            return redirect("account")
+        try:  # rendered, not redirected: the token is in this response and nowhere else
+            _, new_token = tokens.create(request.user, request.POST.get("name", ""))
+        except tokens.TokenError as exc:
+            messages.error(request, str(exc))
+            return redirect("account")
+    response = render(request, "webapp/account.html", {
+        "new_token": new_token,
+        "tokens": request.user.api_tokens.order_by("-created"),
+        "uploads": request.user.uploads.select_related("version").order_by("-created")[:100],
+    })
+    response["Cache-Control"] = "no-store"  # it may hold a token
+    return response
 
 
 def _safe_next(request: HttpRequest) -> str:

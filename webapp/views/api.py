@@ -285,6 +285,7 @@ def index(request: HttpRequest) -> HttpResponse:
                  for e in openapi.ENDPOINTS]
     return render(request, "webapp/api_index.html",
                   {"endpoints": endpoints, "example": values,
+                   "token_operations": openapi.TOKEN_OPERATIONS,
                    "page_size_max": openapi.PAGE_SIZE_MAX})
 
 
@@ -306,7 +307,8 @@ def suite_detail(request: HttpRequest, name: str) -> dict:
 
 @api_view
 def objective_list(request: HttpRequest) -> dict:
-    objectives = Objective.objects.select_related("owner").order_by("slug")
+    objectives = (Objective.objects.select_related("owner").order_by("slug")
+                  .exclude(pk__in=storage.unlisted_objectives(request.user)))
     builtin = _flag(request, "builtin")
     if builtin is not None:
         objectives = objectives.filter(is_builtin=builtin)

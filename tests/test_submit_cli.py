@@ -1,0 +1,155 @@
+"""``harness submit`` end to end: the real CLI in subprocesses on its embedded SQLite store,
+uploading to a live test server (Django's live_server on the real PostgreSQL) whose sample
+runs through the real Celery task (eagerly) and the sandbox; nothing is mocked.
+
+Plain cross-entropy (``ce``), trained as the server trains a submission: sandboxed, one
+variant's seeds per job. Until a cell's numbers are independent of how many cells share
+its job (issue 14, point 8), a sandboxed run's training-loss curve can differ in the last
+bit between a job of 6 and one of 3, so the local runs are one variant each and the server
+re-runs every seed (its jobs are then the same shape); with other groupings such an upload
+is "unverifiable", naming group_members (tests/test_uploads.py)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+import tasks
+from harness.objectives.loading import read_source
+from harness.registry import builtins
+from tests.conftest import cli_environment
+from webapp import tokens
+from webapp.models import Cell, Upload
+
+CLI = [sys.executable, "-m", "harness.cli"]
+SEEDS = 3  # noisy-labels' minimum of seeds per variant
+RUN = ["run", "suite", "noisy-labels", "-o", "my_ce.py", "--seeds", str(SEEDS), "--epochs",
+       "1", "--sandbox", "--variants"]
+VARIANTS = ("clean", "sym-0.4")
+SUBMIT = ["submit", "my_ce.py", "--suite", "noisy-labels", "--epochs", "1",
+          "--variants", "clean", "sym-0.4"]
+
+
+def harness(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory) -> Path:
+    """A directory with my_ce.py (the built-in ce's code under a name of its own) and
+    home/, the local store after `harness run --sandbox` of it: 2 variants × 3 seeds, one
+    epoch, one run per variant."""
+    where = tmp_path_factory.mktemp("local")
+    (where / "my_ce.py").write_text(read_source(Path(builtins()["ce"].path)))
+    for variant in VARIANTS:
+        done = harness(*RUN, variant, env=cli_environment(where / "home"), cwd=where)
+        assert done.returncode == 0, done.stderr
+    return where
+
+
+@pytest.fixture
+def server(live_server, settings, monkeypatch, transactional_db):
+    """The live server as deployed, shortened to one epoch: a sample goes to the Celery task
+    (run eagerly, in the server's process) and through the sandbox."""
+    settings.HARNESS_RUN_EPOCHS = 1
+    settings.HARNESS_EXECUTOR = "tasks.dispatch:enqueue"
+    settings.HARNESS_VERIFY_FRACTION = 1.0  # every seed (see the module's docstring)
+    monkeypatch.setenv("HARNESS_TORCH_THREADS", "1")  # as the CLI's worker processes
+    conf = tasks.app.conf
+    before = conf.task_always_eager, conf.task_eager_propagates
+    conf.task_always_eager, conf.task_eager_propagates = True, False
+    yield live_server.url
+    conf.task_always_eager, conf.task_eager_propagates = before
+
+
+def submit_env(home: Path, server: str) -> dict[str, str]:
+    env = cli_environment(home)
+    env["HARNESS_SERVER"] = server
+    env["HARNESS_TOKEN"] = tokens.create(User.objects.create_user("alice"), "laptop")[1]
+    return env
+
+
+@pytest.mark.slow
+def test_a_local_run_submitted_is_verified_by_the_server(local_run, server, tmp_path):
+    work = tmp_path / "w"
+    shutil.copytree(local_run, work)
+    done = harness(*SUBMIT, "--wait", env=submit_env(work / "home", server), cwd=work)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verified: the server's re-run matched your numbers exactly" in done.stdout
+    upload = Upload.objects.get()
+    assert (upload.status, upload.differences, upload.reason) == (Upload.VERIFIED, [], "")
+    cells = Cell.objects.filter(version=upload.version)
+    assert cells.count() == 2 * SEEDS and all(c.status == Cell.OK for c in cells)
+    for c in cells:  # every one ran on the server: a worker, sandboxed, in jobs of 3
+        assert c.worker and c.environment["sandbox"]["protocol"] == "loss-only"
+        assert c.environment["group_members"] == SEEDS and "uploaded" not in c.environment
+    local = _local_values(work / "home")
+    for c in cells:
+        assert c.metrics.get(name="test_acc").value == local[(c.variant, c.seed)]
+
+
+@pytest.mark.slow
+def test_a_tampered_local_value_is_a_mismatch_naming_that_cell(local_run, server, tmp_path):
+    work = tmp_path / "w"
+    shutil.copytree(local_run, work)
+    original = _local_values(work / "home")[("sym-0.4", 1)]
+    with sqlite3.connect(work / "home" / "harness.sqlite3") as db:
+        changed = db.execute(
+            "UPDATE webapp_metric SET value = value + 0.001 WHERE name = 'test_acc' AND "
+            "cell_id = (SELECT c.id FROM webapp_cell c JOIN webapp_objectiveversion v ON "
+            "v.id = c.version_id JOIN webapp_objective o ON o.id = v.objective_id WHERE "
+            "o.slug = 'my-ce' AND c.variant = 'sym-0.4' AND c.seed = 1)").rowcount
+    assert changed == 1
+    done = harness(*SUBMIT, "--wait", env=submit_env(work / "home", server), cwd=work)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "mismatch" in done.stdout and "differs: sym-0.4 seed 1 test_acc" in done.stdout
+    upload = Upload.objects.get()
+    assert upload.status == Upload.MISMATCH
+    assert upload.differences == [{"variant": "sym-0.4", "seed": 1, "metric": "test_acc",
+                                   "local": original + 0.001, "server": original}]
+    assert Cell.objects.filter(version=upload.version).count() == 2 * SEEDS  # all re-run
+    assert not Cell.objects.filter(environment__has_key="uploaded").exists()
+
+
+@pytest.mark.slow
+def test_submit_refuses_clearly_without_results_token_seeds_or_with_changed_code(tmp_path):
+    (tmp_path / "my_ce.py").write_text(read_source(Path(builtins()["ce"].path)))
+    env = cli_environment(tmp_path / "home")
+    env.update(HARNESS_SERVER="http://127.0.0.1:9", HARNESS_TOKEN="oh_unused")
+
+    def refused(*args: str, env=env) -> str:
+        done = harness(*args, env=env, cwd=tmp_path)
+        assert done.returncode == 2, done.stdout + done.stderr
+        return done.stderr
+
+    no_token = {k: v for k, v in env.items() if k != "HARNESS_TOKEN"}
+    assert "no API token: make one on your account page (http://127.0.0.1:9/accounts/)" in (
+        refused(*SUBMIT, env=no_token))
+    assert "no such file" in refused("submit", "nope.py", "--suite", "noisy-labels")
+    assert "mnist/sym-0.4 is an opt-in variant" in refused(*SUBMIT[:-2], "mnist/sym-0.4")
+    assert "no local results for my_ce.py: run it first" in refused(*SUBMIT)
+    few = ["run", "suite", "noisy-labels", "-o", "my_ce.py", "--seeds", "2", "--epochs", "1",
+           "--variants", *VARIANTS]
+    assert harness(*few, env=env, cwd=tmp_path).returncode == 0
+    assert "too few seeds: noisy-labels needs at least 3 per variant" in refused(*SUBMIT)
+    assert "there are results at 1.0+e1 (pass --epochs N" in refused(
+        "submit", "my_ce.py", "--suite", "noisy-labels")
+    with (tmp_path / "my_ce.py").open("a") as f:
+        f.write("\n# edited after the run\n")
+    assert "my_ce.py changed since its results were computed" in refused(*SUBMIT)
+
+
+def _local_values(home: Path) -> dict[tuple[str, int], float]:
+    with sqlite3.connect(home / "harness.sqlite3") as db:
+        return {(v, s): x for v, s, x in db.execute(
+            "SELECT c.variant, c.seed, m.value FROM webapp_metric m JOIN webapp_cell c ON "
+            "c.id = m.cell_id JOIN webapp_objectiveversion v ON v.id = c.version_id JOIN "
+            "webapp_objective o ON o.id = v.objective_id WHERE o.slug = 'my-ce' AND "
+            "m.name = 'test_acc'")}
