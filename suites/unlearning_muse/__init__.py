@@ -96,7 +96,7 @@ SUITE = Suite(
                                     "template": "plain", "max_tokens": 2048,
                                     "relearn_share": 0.2},
                       "MUSE-News with its Llama-2 7B target and retrained models; real data",
-                      default=False, queue="gpu")),
+                      default=False, queue="gpu", chunk=1)),  # one seed a job: no neighbours
     pipeline="suites.unlearning.pipeline:Unlearning",
     shared_code=("suites.unlearning",),
     baselines=BASELINES,

@@ -109,7 +109,8 @@ def _released(forget: int) -> Variant:
          "retain": f"unlearning/tofu-{retain}", "retain_repo": f"{MODEL_REPO}_{retain}",
          "template": "auto", "relearn_share": 0.2},
         f"TOFU forget{forget:02d} with a Llama fine-tuned on it ({retain} model as the "
-        f"reference); real data", default=False, queue="gpu")
+        f"reference); real data", default=False, queue="gpu",
+        chunk=1)  # every seed trains alone (a real model is not stacked): no neighbours
 
 
 SUITE = Suite(
