@@ -8,7 +8,7 @@ stacked with and where it sat among them.
 
 Chunks fix both. Seed ``s`` of a variant always trains in chunk ``s // C`` of that variant,
 at position ``s % C``, beside exactly the seeds ``C·k … C·k + C - 1`` and nothing else
-(``C`` = :meth:`harness.suite.Suite.chunk_of`). Every run of a cell, whatever it was asked
+(``C`` = ``Suite.chunk``). Every run of a cell, whatever it was asked
 for with, trains that same chunk as its own job: every kernel sees the same shapes and the
 member sits at the same place. Asking for fewer seeds than a chunk holds still trains the
 whole chunk; the seeds nobody asked for are trained and dropped.
@@ -58,7 +58,7 @@ def covering(variant: str, seeds: Iterable[int], size: int) -> list[Chunk]:
 def chunks(suite: Suite, variants: Iterable[str], seeds: Iterable[int]) -> list[Chunk]:
     """Every chunk the cells ``variants × seeds`` train in, variant by variant."""
     seeds = list(seeds)
-    return [c for v in variants for c in covering(v, seeds, suite.chunk_of(v))]
+    return [c for v in variants for c in covering(v, seeds, suite.chunk)]
 
 
 def members_trained(suite: Suite, variants: Iterable[str], seeds: Iterable[int]) -> int:

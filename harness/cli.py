@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "default: the suite's own baselines)")
     suite.add_argument("--variants", nargs="+", metavar="V", help="default: the public set")
     suite.add_argument("--seeds", type=int, default=5, help="number of seeds (0..N-1)")
+    suite.add_argument("--seed", type=_seed, action="append", metavar="S",
+                       help="only this seed (repeatable; instead of --seeds): e.g. to "
+                            "reproduce a stored cell with --force. It trains with the same "
+                            "seeds as in any run (its whole member chunk), so its numbers "
+                            "are the same")
     suite.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides",
                        help="override a hyperparameter of the objective (repeatable)")
     suite.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
@@ -135,7 +140,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
 
     device = _device(args.device)
     env = environment(device)
-    seeds = list(range(args.seeds))
+    seeds = sorted(set(args.seed)) if args.seed else list(range(args.seeds))
     workers = args.workers or default_workers()
     versions, groups = [], []  # groups: (label, version, LocalGroup)
     for spec, obj in zip(specs, objectives, strict=True):
@@ -242,7 +247,8 @@ def sandboxed_objective(spec: str, overrides):
 def _spread(groups: list[tuple], workers: int) -> list[tuple]:
     """``(label, version, group)`` entries, groups split by variant until every worker has
     one, biggest first: two processes each batching some members beat one process batching
-    all (bench/dispatch.py). Results do not depend on the split (members are independent)."""
+    all (bench/dispatch.py). Results do not depend on the split: every cell trains in its
+    own member chunk (harness/chunks.py)."""
     from dataclasses import replace
 
     groups = list(groups)
@@ -495,6 +501,16 @@ def _sandbox_unavailable() -> type[Exception]:
     from harness.sandbox import SandboxUnavailable
 
     return SandboxUnavailable
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0, got {text!r}")
+    return value
 
 
 def _device(name: str) -> str:

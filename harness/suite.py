@@ -241,9 +241,6 @@ class Variant:
     description: str
     default: bool = True  # part of the default run (real-data variants are opt-in)
     queue: str = "cpu"
-    # Seeds per canonical member chunk, when not the suite's ``chunk`` (harness/chunks.py);
-    # 1 where a variant trains every seed alone anyway (a real model is not stacked).
-    chunk: int | None = None
 
     def config_hash(self, suite: Suite) -> str:
         payload = {"suite": suite.name, "version": suite.version, "variant": self.name,
@@ -360,7 +357,8 @@ class Suite:
     # Seeds per canonical member chunk: seed s of a variant always trains in chunk s // chunk,
     # beside the same seeds, so that its numbers do not depend on what else was asked for
     # (harness/chunks.py, docs/reproducibility.md). Part of the protocol: changing it moves
-    # numbers, so it changes with the suite's version. 5 = the default run's seeds.
+    # numbers, so it changes with the suite's version. 5 = the default run's seeds; 1 where
+    # stacking gains nothing.
     chunk: int = 5
 
     def __post_init__(self) -> None:
@@ -405,10 +403,6 @@ class Suite:
     def queue_for(self, variants: Iterable[str]) -> str:
         """``gpu`` when any of the variants needs it, else ``cpu``."""
         return "gpu" if any(self.variant(v).queue == "gpu" for v in variants) else "cpu"
-
-    def chunk_of(self, variant: str) -> int:
-        """Seeds per canonical member chunk of ``variant`` (its own or the suite's)."""
-        return self.variant(variant).chunk or self.chunk
 
     # --- metrics and plots ---
 
@@ -468,9 +462,8 @@ def _check(s: Suite) -> None:
         fail("declares no hook")
     if s.min_seeds < 2:
         fail(f"min_seeds must be at least 2 (one seed has no interval), got {s.min_seeds}")
-    for size in (s.chunk, *(v.chunk for v in s.variants if v.chunk is not None)):
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-            fail(f"a member chunk holds at least 1 seed, got {size!r}")
+    if not isinstance(s.chunk, int) or isinstance(s.chunk, bool) or s.chunk < 1:
+        fail(f"a member chunk holds at least 1 seed, got {s.chunk!r}")
     defaults = {v.name for v in s.variants if v.default}
     outside = [v for v in s.ranked if v not in defaults]
     if outside or len(set(s.ranked)) != len(s.ranked):

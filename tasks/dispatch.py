@@ -58,9 +58,9 @@ def route(group: Group) -> dict:
 
 
 def _chunk(group: Group) -> int:
-    """Seeds per member chunk of the group's variant (1 where its suite is gone)."""
+    """Seeds per member chunk of the group's suite (1 where it is gone)."""
     try:
-        return suite_at(group.suite, group.suite_version).chunk_of(group.variants[0])
+        return suite_at(group.suite, group.suite_version).chunk
     except (LookupError, KeyError):
         return 1
 
