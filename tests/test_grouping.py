@@ -126,7 +126,7 @@ def test_seeds_fall_into_fixed_chunks_of_their_variant():
 def test_the_unlearning_suites_train_each_seed_alone():
     for name in ("unlearning-tofu", "unlearning-muse"):
         suite = get_suite(name)
-        assert suite.chunk == 1 and members_trained(suite, suite.default_variants, [3]) == 1
+        assert suite.chunk == 1 and members_trained(suite, suite.default_variants[:1], [3]) == 1
 
 
 @pytest.mark.parametrize("seeds,size,message", [
