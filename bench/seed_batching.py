@@ -25,6 +25,12 @@ Sections (``--only``):
   time, ms per step, whether the numbers are identical. Not used by the trainer (see
   bench/README.md); measured so the decision can be revisited.
 - ``sweep``    ms per step and per member-epoch for S in ``--sweep``.
+- ``chunks``   canonical member chunks (harness/chunks.py) against batching everything
+  asked for: the CLI's run of one objective (7 variants × 5 seeds = 35 members) as one
+  batch or as 7 chunks of 5, in one process and spread over 2 (3 and 4 variants, as
+  ``harness run`` spreads them); and a rerun of one seed (1 member, or its chunk of 5).
+  Repeats interleaved; final predictions of the chunked run checked against the whole
+  run's (equal for ce, which has no position-dependent op).
 
 ``--smoke`` runs every section but ``compile`` on 4 seeds for 2 epochs (the test suite runs
 it so this file cannot rot). ``--json OUT`` writes every measurement.
@@ -60,7 +66,7 @@ from harness.train import (  # noqa: E402
 )
 from suites.noisy_labels.pipeline import load_dataset, model_for, noisy_labels  # noqa: E402
 
-SECTIONS = ("compare", "flops", "layouts", "compile", "sweep")
+SECTIONS = ("compare", "flops", "layouts", "compile", "sweep", "chunks")
 
 
 class Workload:
@@ -133,6 +139,10 @@ def _worker_ready(_: int) -> int:
 
 def _worker_group(seeds: list[int]) -> torch.Tensor:
     return _W["work"].train(seeds).evaluations[-1]
+
+
+def _worker_chunks(parts: list[list[int]]) -> torch.Tensor:
+    return torch.cat([_W["work"].train(p).evaluations[-1] for p in parts])
 
 
 def compare(work: Workload, seeds: list[int], repeats: int, report: dict) -> None:
@@ -313,30 +323,82 @@ def sweep(work: Workload, sizes: list[int], epochs: int, report: dict) -> None:
         report["sweep"][s] = {"seconds": w, "ms_per_step": w / steps * 1e3}
 
 
+# --- chunks -----------------------------------------------------------------------------
+
+
+def interleaved(fns: dict[str, object], repeats: int) -> dict[str, tuple[list[float], object]]:
+    """``timed`` for each of ``fns``, their repeats interleaved (a shared machine drifts)."""
+    out: dict[str, tuple[list[float], object]] = {k: ([], None) for k in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            times, result = timed(fn, 1)
+            out[name] = (out[name][0] + times, result)
+    return out
+
+
+def chunks_section(work: Workload, members: int, size: int, repeats: int,
+                   report: dict) -> None:
+    torch.set_num_threads(1)
+    seeds = list(range(members))
+    parts = [seeds[i:i + size] for i in range(0, members, size)]
+    half = len(parts) // 2
+    one = interleaved({
+        "one batch": lambda: work.train(seeds).evaluations[-1],
+        "chunks": lambda: torch.cat([work.train(p).evaluations[-1] for p in parts]),
+        "one seed alone": lambda: work.train([0]).evaluations[-1],
+        "one seed's chunk": lambda: work.train(parts[0]).evaluations[-1]}, repeats)
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(2, mp_context=context, initializer=_worker_init,
+                             initargs=(report["labels"], members, work.config.epochs)) as pool:
+        list(pool.map(_worker_ready, range(4)))
+        two = interleaved({
+            "one batch": lambda: torch.cat(list(pool.map(
+                _worker_group, [sum(parts[:half], []), sum(parts[half:], [])]))),
+            "chunks": lambda: torch.cat(list(pool.map(
+                _worker_chunks, [parts[:half], parts[half:]])))}, repeats)
+    print(f"\n== chunks: {members} members ({len(parts)} chunks of {size}), "
+          f"{work.config.epochs} epochs, medians of {repeats} (load {load():.2f})")
+    report["chunks"] = {"members": members, "size": size}
+    rows = [("1 process", one["one batch"], one["chunks"]),
+            ("2 processes", two["one batch"], two["chunks"]),
+            ("rerun of one seed", one["one seed alone"], one["one seed's chunk"])]
+    for name, (before_t, before), (after_t, after) in rows:
+        ratio = med(after_t) / med(before_t)
+        same = (float((before == after).double().mean()) if before.shape == after.shape
+                else None)
+        print(f"  {name:18s} batched {med(before_t):7.2f} s  chunked {med(after_t):7.2f} s  "
+              f"= {ratio:.3f}x" + (f"  identical preds {same:.5f}" if same is not None else ""))
+        report["chunks"][name] = {"batched_seconds": before_t, "chunked_seconds": after_t,
+                                  "ratio": ratio, "same_predictions": same}
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--seeds", type=int, default=16)
     ap.add_argument("--labels", default="sym-0.4")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--only", default="compare,flops,layouts,sweep",
+    ap.add_argument("--only", default="compare,flops,layouts,sweep,chunks",
                     help=f"sections, comma-separated, from {','.join(SECTIONS)}")
     ap.add_argument("--sweep", default="1,4,16,35,64")
     ap.add_argument("--sweep-epochs", type=int, default=10)
+    ap.add_argument("--chunk-members", type=int, default=35,
+                    help="members of the chunks section's run (7 variants x 5 seeds)")
+    ap.add_argument("--chunk", type=int, default=5, help="seeds per chunk")
     ap.add_argument("--smoke", action="store_true", help="tiny run of every section")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
     sections = args.only.split(",")
     if args.smoke:
         args.epochs, args.seeds, args.repeats, args.sweep_epochs = 2, 4, 1, 1
-        args.sweep = "1,4"
+        args.sweep, args.chunk_members, args.chunk = "1,4", 4, 2
         sections = [s for s in sections if s != "compile"]
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         ap.error(f"unknown sections {sorted(unknown)}")
     seeds = list(range(args.seeds))
     sizes = [int(s) for s in args.sweep.split(",")]
-    work = Workload(args.labels, max(args.seeds, *sizes), args.epochs)
+    work = Workload(args.labels, max(args.seeds, args.chunk_members, *sizes), args.epochs)
     report: dict = {"labels": args.labels, "seeds": args.seeds, "epochs": args.epochs,
                     "torch": torch.__version__, "cpus": len(os.sched_getaffinity(0)),
                     "load_at_start": load()}
@@ -352,6 +414,8 @@ def main(argv: list[str] | None = None) -> dict:
         compile_section(work, seeds, report)
     if "sweep" in sections:
         sweep(work, sizes, args.sweep_epochs, report)
+    if "chunks" in sections:
+        chunks_section(work, args.chunk_members, args.chunk, args.repeats, report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=float))
     return report

@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "default: the suite's own baselines)")
     suite.add_argument("--variants", nargs="+", metavar="V", help="default: the public set")
     suite.add_argument("--seeds", type=int, help="number of seeds (0..N-1; default 5)")
+    suite.add_argument("--seed", type=_seed, action="append", metavar="S",
+                       help="only this seed (repeatable; instead of --seeds): e.g. to "
+                            "reproduce a stored cell with --force. It trains with the same "
+                            "seeds as in any run (its whole member chunk), so its numbers "
+                            "are the same")
     suite.add_argument("--factorial", type=int, metavar="N",
                        help="where the seed variance comes from: every combination of N "
                             "levels of each seed stream (init, data order, noise draw), "
@@ -162,6 +167,8 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
             f"{o.name} defines {', '.join(o.hooks) or 'no hook'}, but the {suite.name} suite "
             f"runs only objectives defining {' or '.join(suite.accepted_hooks)}"
             for o in unusable))
+    if args.seed and args.seeds is not None:
+        return _fail("--seed S picks seeds one by one, --seeds N the first N: give one of them")
     factorial = args.factorial is not None
     if factorial:
         problem = _factorial_problem(suite, args)
@@ -185,7 +192,8 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         seeds = factorial_seeds(suite.seed_streams, args.factorial)
         finished, store = storage.finished_factorial, storage.store_factorial
     else:
-        seeds = list(range(5 if args.seeds is None else args.seeds))
+        seeds = (sorted(set(args.seed)) if args.seed
+                 else list(range(5 if args.seeds is None else args.seeds)))
         finished, store = storage.finished_cells, storage.store_results
     workers = args.workers or default_workers()
     versions, groups = [], []  # groups: (label, version, LocalGroup)
@@ -240,8 +248,9 @@ def _factorial_problem(suite, args) -> str:
     if not suite.seed_streams:
         return (f"the {suite.name} suite declares no seed streams (Suite.seed_streams), so "
                 f"its variance cannot be split by source")
-    if args.seeds is not None:
-        return "--factorial N chooses the seeds itself (N levels per stream): drop --seeds"
+    if args.seeds is not None or args.seed:
+        return ("--factorial N chooses the seeds itself (N levels per stream): drop --seeds "
+                "and --seed")
     if not 2 <= args.factorial < MAX_LEVELS:
         return f"--factorial needs 2 to {MAX_LEVELS - 1} levels per stream, got {args.factorial}"
     return ""
@@ -344,7 +353,8 @@ def sandboxed_objective(spec: str, overrides):
 def _spread(groups: list[tuple], workers: int) -> list[tuple]:
     """``(label, version, group)`` entries, groups split by variant until every worker has
     one, biggest first: two processes each batching some members beat one process batching
-    all (bench/dispatch.py). Results do not depend on the split (members are independent)."""
+    all (bench/dispatch.py). Results do not depend on the split: every cell trains in its
+    own member chunk (harness/chunks.py)."""
     from dataclasses import replace
 
     groups = list(groups)
@@ -659,6 +669,16 @@ def _sandbox_unavailable() -> type[Exception]:
     from harness.sandbox import SandboxUnavailable
 
     return SandboxUnavailable
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0, got {text!r}")
+    return value
 
 
 def _device(name: str) -> str:

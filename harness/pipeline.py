@@ -25,7 +25,7 @@ from __future__ import annotations
 import errno
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from harness.suite import CellResult, Suite, Variant
 if TYPE_CHECKING:
     import numpy as np
 
+    from harness.chunks import Chunk
     from harness.objectives.loading import Objective
 
 MEMORY_MESSAGES = ("can't allocate memory", "not enough memory", "out of memory",
@@ -93,13 +94,19 @@ class Pipeline(ABC):
 
 def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
                      data_root: str | None = None, download: bool = False) -> str:
-    """Build (or find) every fixture the cells need, once, before workers start: a summary
+    """Build (or find) every fixture the cells' chunks need (the seeds asked for and their
+    chunks' other seeds: :mod:`harness.chunks`), once, before workers start: a summary
     such as ``"6 reused, 0 built"`` ('' for a suite without fixtures). ``data_root`` and
     ``download`` reach the builders (where a real data set is), not the keys."""
     from harness import fixtures
+    from harness.chunks import chunks
     from harness.registry import pipeline
 
-    needed = pipeline(suite).fixtures(suite, variants, seeds)
+    steps, by_name = pipeline(suite), {v.name: v for v in variants}
+    needed: list[tuple[str, int | None, dict[str, Any] | None]] = []
+    for chunk in chunks(suite, by_name, seeds):  # a chunk's every seed trains
+        needed += [e for e in steps.fixtures(suite, [by_name[chunk.variant]], chunk.seeds)
+                   if e not in needed]
     if not needed:
         return ""
     ledger = fixtures.Ledger()
@@ -149,36 +156,72 @@ def failed(job: Job, error: str, reason: str = "objective", status: str = "faile
                        wall_time=per_cell) for v, s in job.members]
 
 
+def chunk_jobs(steps: Pipeline, suite: Suite, variants: list[Variant], seeds: list[int], *,
+               data_root: str | None = None,
+               download: bool = False) -> Iterator[tuple[Chunk, Job]]:
+    """The jobs training ``variants × seeds``: each canonical chunk covering them
+    (:mod:`harness.chunks`) prepared on its own, one at a time, so that a cell trains with
+    the same members in the same places however many cells were asked for."""
+    from harness.chunks import chunks
+
+    by_name = {v.name: v for v in variants}
+    for chunk in chunks(suite, by_name, seeds):
+        for job in steps.prepare(suite, [by_name[chunk.variant]], chunk.seeds,
+                                 data_root=data_root, download=download):
+            yield chunk, job
+
+
+def asked(chunk: Chunk, results: list[CellResult]) -> list[CellResult]:
+    """The results of the cells asked for; the chunk's other seeds trained only to keep
+    its shape."""
+    return [r for r in results if r.variant == chunk.variant and r.seed in chunk.wanted]
+
+
+def share_of(chunk: Chunk, job: Job,
+             progress: Callable[[float], None] | None) -> Callable[[float], None] | None:
+    """``progress`` counting only the cells asked for (the trainer reports all members)."""
+    if progress is None:
+        return None
+    part = sum(1 for v, s in job.members if v == chunk.variant and s in chunk.wanted)
+    scale = part / max(len(job.members), 1)
+    return lambda cells: progress(cells * scale)
+
+
 def run_in_process(suite: Suite, objective: Objective, variants: list[Variant],
                    seeds: list[int], *, data_root: str | None = None, download: bool = False,
                    progress: Callable[[float], None] | None = None,
                    **options: Any) -> list[CellResult]:
-    """prepare → train → judge in this process (trusted objectives only)."""
+    """prepare → train → judge in this process (trusted objectives only), chunk by chunk."""
     from harness.registry import pipeline
 
     steps = pipeline(suite)
     results: list[CellResult] = []
-    for job in steps.prepare(suite, variants, seeds, data_root=data_root, download=download):
+    for chunk, job in chunk_jobs(steps, suite, variants, seeds, data_root=data_root,
+                                 download=download):
         start = time.monotonic()
-        output = train_safely(steps, suite, objective, job.inputs, job.plan, progress=progress,
-                              **options)
+        output = train_safely(steps, suite, objective, job.inputs, job.plan,
+                              progress=share_of(chunk, job, progress), **options)
         if output.error:
-            results += grouped(job, failed(job, output.error, output.reason),
-                               time.monotonic() - start)
-            continue
-        try:
-            judged = steps.judge(suite, job, output, device=options.get("device", "cpu"))
-        except InvalidOutput as exc:  # e.g. a post-hoc hook's output the judge refuses
-            judged = failed(job, str(exc), "invalid-output")
-        results += grouped(job, judged, time.monotonic() - start)
+            judged = failed(job, output.error, output.reason)
+        else:
+            try:
+                judged = steps.judge(suite, job, output, device=options.get("device", "cpu"))
+            except InvalidOutput as exc:  # e.g. a post-hoc hook's output the judge refuses
+                judged = failed(job, str(exc), "invalid-output")
+        results += grouped(job, asked(chunk, judged), time.monotonic() - start, chunk)
     return results
 
 
-def grouped(job: Job, results: list[CellResult], seconds: float) -> list[CellResult]:
-    """``results`` recording the group they trained in: how many members (the numbers
-    should not depend on it: docs/reproducibility.md) and its wall time, trained and
-    judged together (a cell's ``wall_time`` is its share: the group's over its members)."""
+def grouped(job: Job, results: list[CellResult], seconds: float,
+            chunk: Chunk) -> list[CellResult]:
+    """``results`` recording the group they trained in: its chunk, how many members and the
+    torch threads that trained them (docs/reproducibility.md), and its wall time, trained
+    and judged together (a cell's ``wall_time`` is its share: the group's over its
+    members)."""
+    import torch
+
     for r in results:
         r.info = {**r.info, "group_members": len(job.members),
-                  "group_seconds": round(seconds, 3)}
+                  "group_seconds": round(seconds, 3), "chunk": chunk.record(),
+                  "torch_threads": torch.get_num_threads()}
     return results

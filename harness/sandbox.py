@@ -28,9 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from harness import registry
+from harness.chunks import Chunk
 from harness.objectives.loading import Objective
 from harness.objectives.validate import Validation
-from harness.pipeline import InvalidOutput, Job, Pipeline, failed, grouped
+from harness.pipeline import (
+    InvalidOutput,
+    Job,
+    Pipeline,
+    asked,
+    chunk_jobs,
+    failed,
+    grouped,
+    share_of,
+)
 from harness.remote import LossServers, RemoteError, ServerEnded
 from harness.sandbox_launch import SandboxUnavailable, isolation_support
 from harness.sandbox_process import STATUS_OF_REASON, Limits, Process
@@ -63,17 +73,16 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
     """
     steps = registry.pipeline(suite)
     results: list[CellResult] = []
-    jobs = steps.prepare(suite, [suite.variant(v) for v in variants], seeds,
-                         data_root=data_root, download=False)
-    for job in jobs:
+    for chunk, job in chunk_jobs(steps, suite, [suite.variant(v) for v in variants], seeds,
+                                 data_root=data_root, download=False):
         run_limits = limits or Limits.for_run(suite, len(job.members), threads)
-        results += _run_job(steps, suite, job, code, filename, hyperparameters, run_limits,
-                            device=device, heartbeat=heartbeat, progress=progress,
-                            python_guard=python_guard)
+        results += _run_job(steps, suite, chunk, job, code, filename, hyperparameters,
+                            run_limits, device=device, heartbeat=heartbeat,
+                            progress=share_of(chunk, job, progress), python_guard=python_guard)
     return results
 
 
-def _run_job(steps: Pipeline, suite: Suite, job: Job, code: str, filename: str,
+def _run_job(steps: Pipeline, suite: Suite, chunk: Chunk, job: Job, code: str, filename: str,
              hyperparameters: Mapping[str, Any], limits: Limits, *, device: str,
              heartbeat: Callable[[], None] | None,
              progress: Callable[[float], None] | None = None,
@@ -104,10 +113,11 @@ def _run_job(steps: Pipeline, suite: Suite, job: Job, code: str, filename: str,
     wall = time.monotonic() - start
     if reason:
         results = failed(job, error, reason, STATUS_OF_REASON.get(reason, "failed"), wall)
+    results = asked(chunk, results)
     for r in results:
         r.captured = captured
         r.info = {**r.info, "sandbox": isolation}
-    return grouped(job, results, wall)
+    return grouped(job, results, wall, chunk)
 
 
 def _failure(exc: BaseException) -> tuple[str, str]:

@@ -369,6 +369,12 @@ class Suite:
     # Variants drawn from the server's secret (harness.heldout): on no public list, run for
     # every ranked submission, shown beside their public twin (Variant.held_out_of).
     held_out: tuple[Variant, ...] = ()
+    # Seeds per canonical member chunk: seed s of a variant always trains in chunk s // chunk,
+    # beside the same seeds, so that its numbers do not depend on what else was asked for
+    # (harness/chunks.py, docs/reproducibility.md). Part of the protocol: changing it moves
+    # numbers, so it changes with the suite's version. 5 = the default run's seeds; 1 where
+    # stacking gains nothing.
+    chunk: int = 5
 
     def __post_init__(self) -> None:
         _check(self)
@@ -472,6 +478,8 @@ def _check(s: Suite) -> None:
         fail("declares no hook")
     if s.min_seeds < 2:
         fail(f"min_seeds must be at least 2 (one seed has no interval), got {s.min_seeds}")
+    if not isinstance(s.chunk, int) or isinstance(s.chunk, bool) or s.chunk < 1:
+        fail(f"a member chunk holds at least 1 seed, got {s.chunk!r}")
     defaults = {v.name for v in s.variants if v.default}
     outside = [v for v in s.ranked if v not in defaults]
     if outside or len(set(s.ranked)) != len(s.ranked):

@@ -13,6 +13,7 @@ import logging
 
 from django.utils import timezone
 
+from harness.chunks import members_trained
 from harness.registry import suite_at
 from harness.suite import Resources
 from tasks.limits import seed_chunks, time_limits
@@ -49,10 +50,27 @@ def enqueue_cells(cells, connection=None) -> int:
 
 
 def route(group: Group) -> dict:
-    """``apply_async`` options of a group: its queue and its soft and hard time limits."""
+    """``apply_async`` options of a group: its queue and its soft and hard time limits (for
+    the members it trains: whole chunks, harness/chunks.py)."""
     queue, resources = _placement(group)
-    soft, hard = time_limits(resources, len(group.seeds) * len(group.variants))
+    soft, hard = time_limits(resources, _members(group))
     return {"queue": queue, "soft_time_limit": soft, "time_limit": hard}
+
+
+def _chunk(group: Group) -> int:
+    """Seeds per member chunk of the group's suite (1 where it is gone)."""
+    try:
+        return suite_at(group.suite, group.suite_version).chunk
+    except (LookupError, KeyError):
+        return 1
+
+
+def _members(group: Group) -> int:
+    try:
+        return members_trained(suite_at(group.suite, group.suite_version), group.variants,
+                               group.seeds)
+    except (LookupError, KeyError):  # the task fails its cells with a clear message
+        return len(group.seeds) * len(group.variants)
 
 
 def send(group: Group, connection=None) -> None:
@@ -70,8 +88,9 @@ def split(group: Group) -> list[Group]:
 
     visibility = float(app.conf.get("harness_visibility_timeout") or 3600)
     return [Group(group.version_id, group.suite, group.suite_version, group.variants,
-                  tuple(chunk))
-            for chunk in seed_chunks(_placement(group)[1], list(group.seeds), visibility)]
+                  tuple(part))
+            for part in seed_chunks(_placement(group)[1], list(group.seeds), visibility,
+                                    _chunk(group))]
 
 
 def _placement(group: Group) -> tuple[str, Resources]:

@@ -43,9 +43,16 @@ def visibility_timeout(suites: list[Suite], configured: float | None = None) -> 
     return max(3600.0, longest_hard_limit(suites) + VISIBILITY_MARGIN)
 
 
-def seed_chunks(resources: Resources, seeds: list[int], visibility: float) -> list[list[int]]:
-    """``seeds`` split so that each chunk's hard limit fits in the visibility timeout."""
-    size = len(seeds)
-    while size > 1 and time_limits(resources, size)[1] > visibility - 60:
+def seed_chunks(resources: Resources, seeds: list[int], visibility: float,
+                chunk: int = 1) -> list[list[int]]:
+    """``seeds`` split so that each part's hard limit fits in the visibility timeout. A part
+    holds the seeds of whole member chunks of ``chunk`` seeds (it trains its seeds' chunks
+    whole: harness/chunks.py), so two parts never train the same chunk; at least one."""
+    whole: dict[int, list[int]] = {}
+    for seed in seeds:
+        whole.setdefault(seed // chunk, []).append(seed)
+    parts = list(whole.values())
+    size = len(parts)
+    while size > 1 and time_limits(resources, size * chunk)[1] > visibility - 60:
         size -= 1
-    return [seeds[i:i + size] for i in range(0, len(seeds), max(size, 1))]
+    return [sum(parts[i:i + size], []) for i in range(0, len(parts), max(size, 1))]

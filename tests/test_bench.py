@@ -33,6 +33,10 @@ def test_seed_batching_smoke(tmp_path):
     assert all(rows[n]["same_predictions"] == 1.0 for n in exact)  # batching changes nothing
     assert 0 < data["flops"]["share_of_matmul"] < 1.5
     assert data["layouts"]["speedup_columns"] > 0 and set(data["sweep"]) == {"1", "4"}
+    chunks = data["chunks"]  # ce: chunking moves no number, it only costs time
+    assert chunks["1 process"]["same_predictions"] == chunks["2 processes"]["same_predictions"] == 1
+    assert all(chunks[row]["ratio"] > 0 for row in ("1 process", "2 processes",
+                                                      "rerun of one seed"))
 
 
 def test_bounds_smoke(tmp_path):

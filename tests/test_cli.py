@@ -156,6 +156,36 @@ def test_run_json_stores_every_cell(shared):
 
 
 @pytest.mark.slow
+def test_a_rerun_of_one_seed_reproduces_its_stored_cell_exactly(env, tmp_path):
+    """Asked alone, seed 1 trains in its member chunk as it did beside the others (gce has
+    the op that once made the grouping matter: docs/reproducibility.md)."""
+    def stored(seed: int) -> tuple[dict, dict, dict, int]:
+        (cell_id, environment, attempts), = query(
+            env, "SELECT c.id, c.environment, c.attempts FROM webapp_cell c JOIN "
+                 "webapp_objectiveversion v ON c.version_id = v.id WHERE v.label = 'gce' AND "
+                 "c.variant = 'sym-0.4' AND c.seed = ?", seed)
+        metrics = dict(query(env, "SELECT name, value FROM webapp_metric WHERE cell_id = ?",
+                             cell_id))
+        curves = dict(query(env, 'SELECT name, "values" FROM webapp_curve WHERE cell_id = ?',
+                            cell_id))
+        return metrics, curves, json.loads(environment), attempts
+
+    first = harness("run", "suite", "noisy-labels", "-o", "gce", "--variants", "sym-0.4",
+                    "clean", "--seeds", "3", "--epochs", "2", env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = stored(1)
+    again = harness("run", "suite", "noisy-labels", "-o", "gce", "--variants", "sym-0.4",
+                    "--seed", "1", "--force", "--epochs", "2", env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    after = stored(1)
+    assert after[3] == 2 and stored(0)[3] == 1  # seed 1 alone was rerun and stored again
+    assert after[:2] == before[:2]  # every metric and curve, exactly
+    assert after[2]["chunk"] == before[2]["chunk"] == {"size": 5, "index": 0}
+    bad = harness("run", "suite", "noisy-labels", "--seed", "-1", env=env, cwd=tmp_path)
+    assert bad.returncode == 2 and "a seed is an integer from 0" in bad.stderr
+
+
+@pytest.mark.slow
 def test_rerun_skips_stored_cells_and_force_reruns_them(shared):
     before = {c["id"]: c for c in first_run_cells(shared.env)}
     assert len(before) == 8

@@ -88,7 +88,9 @@ SUITES_DIR = REPO / "suites"  # a read root of the sandbox
 # one outside every root, one inside a read root (removed again right after the case).
 VICTIMS = ("__HOSTILE_OWN_VICTIM__", "__HOSTILE_READABLE_VICTIM__")
 VICTIM_TEXT = "this case's victim\n"
-SUITE = get_suite("noisy-labels").shortened(1)
+# One member a job (Suite.chunk = 1): one hostile server per case, as the cases expect;
+# the chunk changes nothing a hostile case checks (harness/chunks.py).
+SUITE = dataclasses.replace(get_suite("noisy-labels").shortened(1), chunk=1)
 SECRET = f"hostile-secret-{uuid.uuid4().hex}"
 DATABASE_URL = f"postgres://harness:{SECRET}-db@db.internal:5432/harness"
 SUPPORT = isolation_support()
@@ -657,7 +659,8 @@ class Corpus:
         for victim in victims.values():
             victim.write_text(VICTIM_TEXT)
             victim.chmod(0o600)
-        suite = SUITE if case.epochs == 1 else get_suite("noisy-labels").shortened(case.epochs)
+        suite = SUITE if case.epochs == 1 else dataclasses.replace(
+            get_suite("noisy-labels").shortened(case.epochs), chunk=1)
         limits = dataclasses.replace(
             Limits.for_run(suite, 1, 1),
             **{"wall_seconds": 60, "cpu_seconds": 60, "disk_bytes": 64 << 20, **case.limits})

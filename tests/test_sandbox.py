@@ -86,7 +86,8 @@ def test_the_loss_server_sees_one_member_and_no_indices():
     shapes = {line.split(" ", 2)[2] for line in results[0].captured.splitlines()
               if line.startswith("seen")}
     assert shapes == {"(64, 10) (64,)", "(40, 10) (40,)"}  # batch slices, never [N]
-    assert results[0].info["sandbox"]["servers"] == 4
+    # one server per member of the cell's job: its chunk, seeds 0-4 of one variant
+    assert results[0].info["sandbox"]["servers"] == 5
     assert results[0].info["sandbox"]["protocol"] == "loss-only"
 
 

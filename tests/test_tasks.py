@@ -149,7 +149,8 @@ def test_time_limits_come_from_the_suite_resources(monkeypatch, version):
     assert limits.time_limits(SUITE.resources, 3) == (wall + 30, wall + 60)
     route = dispatch.route(work.Group(version.pk, "noisy-labels", "1.0", ("clean",),
                                         (0, 1, 2)))
-    assert (route["soft_time_limit"], route["time_limit"]) == (wall + 30, wall + 60)
+    whole = SUITE.resources.wall_seconds(5)  # 3 seeds train their whole chunk of 5
+    assert (route["soft_time_limit"], route["time_limit"]) == (whole + 30, whole + 60)
     monkeypatch.setenv("HARNESS_TIME_SCALE", "2")
     monkeypatch.setenv("HARNESS_TIME_MARGIN", "5")
     assert limits.time_limits(SUITE.resources, 3) == (2 * wall + 5, 2 * wall + 10)
@@ -164,6 +165,12 @@ def test_a_group_too_long_for_the_visibility_timeout_is_split():
     assert limits.seed_chunks(suite.resources, [0, 1, 2, 3, 4], 400) == [[0, 1], [2, 3], [4]]
     assert limits.seed_chunks(suite.resources, [0, 1, 2], 10_000) == [[0, 1, 2]]
     assert limits.seed_chunks(suite.resources, [0, 1], 50) == [[0], [1]]  # never below one seed
+    # in whole member chunks: 10 seeds in chunks of 5 (hard(5) = 570, hard(10) = 1070)
+    ten = list(range(10))
+    assert limits.seed_chunks(suite.resources, ten, 700, chunk=5) == [ten[:5], ten[5:]]
+    assert limits.seed_chunks(suite.resources, ten, 50, chunk=5) == [ten[:5], ten[5:]]
+    assert limits.seed_chunks(suite.resources, ten, 2000, chunk=5) == [ten]
+    assert limits.seed_chunks(suite.resources, [1, 7], 700, chunk=5) == [[1], [7]]
 
 
 def test_groups_are_one_variant_with_its_seeds_or_merged_by_seed_set(version):
@@ -632,10 +639,12 @@ def test_a_running_group_writes_its_progress_with_the_heartbeat(version, setting
     assert pytest.approx(0.25) in reports  # after the first of 4 epochs: 4 cells × 1/4
     done = fresh(cells)
     assert {c.status for c in done} == {Cell.OK}
-    assert {c.environment["group_members"] for c in done} == {4}
+    # the 4 seeds trained in their chunk of 5 (harness/chunks.py), and the record says so
+    assert {c.environment["group_members"] for c in done} == {5}
+    assert all(c.environment["chunk"] == {"size": 5, "index": 0} for c in done)
     seconds = {c.environment["group_seconds"] for c in done}
     assert len(seconds) == 1 and seconds.pop() > 0
-    assert all(c.wall_time * 4 == pytest.approx(c.environment["group_seconds"], rel=0.5)
+    assert all(c.wall_time * 5 == pytest.approx(c.environment["group_seconds"], rel=0.5)
                for c in done)  # a cell's wall time is its share of the group's
 
 

@@ -104,8 +104,8 @@ def test_every_result_names_the_fixtures_it_started_from():
 
 def test_the_cli_builds_fixtures_once_and_reuses_them(tmp_path):
     """A cache holding the digits-C pool (copied from this session's, so that it is not
-    built again here): the first run reuses it and builds two source models, the second
-    reuses all three."""
+    built again here): the first run of 2 seeds reuses it and builds the source models of
+    their whole member chunk, seeds 0-4 (harness/chunks.py), the second reuses all six."""
     import shutil
 
     pool = fixtures.load(SUITE, "digits_c")
@@ -119,10 +119,10 @@ def test_the_cli_builds_fixtures_once_and_reuses_them(tmp_path):
                "--variants", "iid", "--seeds", "2", "--force"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr
-    assert "fixtures: 1 reused, 2 built" in first.stdout + first.stderr
+    assert "fixtures: 1 reused, 5 built" in first.stdout + first.stderr
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr
-    assert "fixtures: 3 reused, 0 built" in second.stdout + second.stderr
+    assert "fixtures: 6 reused, 0 built" in second.stdout + second.stderr
 
 
 # --- bad input: each a typed failure with a clear message -----------------------------

@@ -110,4 +110,8 @@ SUITE = Suite(
     fixtures=fixtures("muse"),
     train_info={"options": dict},
     resources=Resources(base_seconds=600, seconds_per_member=120),
+    # Each seed trains alone (harness/chunks.py): stacking TinyLMs gains nothing (5 members
+    # vmapped take 1.27x a loop over them, bench/unlearning_model.py), a real model is not
+    # stacked at all, and a rerun of one seed then trains (and builds fixtures for) one.
+    chunk=1,
 )

@@ -41,7 +41,9 @@ class Group:
     """Cells trained together: one objective version and suite (version), variants × seeds.
 
     A Celery task takes one variant's seeds (the unit spread over workers); the thread
-    runner batches every variant that shares the seeds into one run.
+    runner takes every variant that shares the seeds. Either trains its cells' member
+    chunks one after another (harness/chunks.py), so a cell's numbers are the same from
+    both, from the CLI and from a rerun of its seed alone.
     """
 
     version_id: int
