@@ -333,7 +333,7 @@ class LossServers:
     def isolation(self) -> dict[str, Any]:
         record = self.processes[0].isolation() if self.processes else {}
         return {**record, "protocol": "loss-only", "servers": len(self.processes),
-                "served": dict(self.served)}
+                "served": dict(self.served), "row_order": row_key_fingerprint()}
 
     def stop(self) -> tuple[str, str]:
         """No more requests: an honest server exits; what it printed is all captured.
@@ -582,6 +582,12 @@ def _permuted(value: Any, perm: Tensor, rows: int) -> Any:
     if callable(value):
         return lambda: _permuted(value(), perm, rows)
     return value
+
+
+def row_key_fingerprint() -> str:
+    """Names the row-order key in a cell's record (one-way): two sandboxed runs can be
+    equal to the last bit only under the same key, which verification needs to know."""
+    return hmac.new(row_key(), b"fingerprint", hashlib.sha256).hexdigest()[:16]
 
 
 def row_key() -> bytes:

@@ -2,12 +2,12 @@
 uploading to a live test server (Django's live_server on the real PostgreSQL) whose sample
 runs through the real Celery task (eagerly) and the sandbox; nothing is mocked.
 
-Plain cross-entropy (``ce``), trained as the server trains a submission: sandboxed, one
-variant's seeds per job. Until a cell's numbers are independent of how many cells share
-its job (issue 14, point 8), a sandboxed run's training-loss curve can differ in the last
-bit between a job of 6 and one of 3, so the local runs are one variant each and the server
-re-runs every seed (its jobs are then the same shape); with other groupings such an upload
-is "unverifiable", naming group_members (tests/test_uploads.py)."""
+Plain cross-entropy (``ce``), trained locally as a user would (sandboxed, both variants
+in one run) and re-run by the server as it trains a submission (one variant a job): a
+cell's numbers do not depend on the job it shares (harness/chunks.py), and the local run
+and the server share this machine's row-order key (a real server's differs: an upload of
+a position-dependent objective is then "unverifiable", naming the key;
+tests/test_uploads.py)."""
 
 from __future__ import annotations
 
@@ -45,12 +45,11 @@ def harness(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedP
 def local_run(tmp_path_factory) -> Path:
     """A directory with my_ce.py (the built-in ce's code under a name of its own) and
     home/, the local store after `harness run --sandbox` of it: 2 variants × 3 seeds, one
-    epoch, one run per variant."""
+    epoch, in one run."""
     where = tmp_path_factory.mktemp("local")
     (where / "my_ce.py").write_text(read_source(Path(builtins()["ce"].path)))
-    for variant in VARIANTS:
-        done = harness(*RUN, variant, env=cli_environment(where / "home"), cwd=where)
-        assert done.returncode == 0, done.stderr
+    done = harness(*RUN, *VARIANTS, env=cli_environment(where / "home"), cwd=where)
+    assert done.returncode == 0, done.stderr
     return where
 
 
@@ -60,7 +59,6 @@ def server(live_server, settings, monkeypatch, transactional_db):
     (run eagerly, in the server's process) and through the sandbox."""
     settings.HARNESS_RUN_EPOCHS = 1
     settings.HARNESS_EXECUTOR = "tasks.dispatch:enqueue"
-    settings.HARNESS_VERIFY_FRACTION = 1.0  # every seed (see the module's docstring)
     monkeypatch.setenv("HARNESS_TORCH_THREADS", "1")  # as the CLI's worker processes
     conf = tasks.app.conf
     before = conf.task_always_eager, conf.task_eager_propagates
@@ -87,16 +85,21 @@ def test_a_local_run_submitted_is_verified_by_the_server(local_run, server, tmp_
     assert (upload.status, upload.differences, upload.reason) == (Upload.VERIFIED, [], "")
     cells = Cell.objects.filter(version=upload.version)
     assert cells.count() == 2 * SEEDS and all(c.status == Cell.OK for c in cells)
-    for c in cells:  # every one ran on the server: a worker, sandboxed, in jobs of 3
-        assert c.worker and c.environment["sandbox"]["protocol"] == "loss-only"
-        assert c.environment["group_members"] == SEEDS and "uploaded" not in c.environment
+    rerun = [c for c in cells if c.worker]  # the default sample: one seed per variant
+    assert sorted(c.variant for c in rerun) == sorted(VARIANTS)
+    for c in rerun:  # a worker's job, sandboxed; the other cells joined as verified claims
+        assert c.environment["sandbox"]["protocol"] == "loss-only"
+        assert "uploaded" not in c.environment
+    assert all("uploaded" in c.environment for c in cells if not c.worker)
     local = _local_values(work / "home")
     for c in cells:
         assert c.metrics.get(name="test_acc").value == local[(c.variant, c.seed)]
 
 
 @pytest.mark.slow
-def test_a_tampered_local_value_is_a_mismatch_naming_that_cell(local_run, server, tmp_path):
+def test_a_tampered_local_value_is_a_mismatch_naming_that_cell(local_run, server, tmp_path,
+                                                               settings):
+    settings.HARNESS_VERIFY_FRACTION = 1.0  # every seed: the tampered one is sure to be checked
     work = tmp_path / "w"
     shutil.copytree(local_run, work)
     original = _local_values(work / "home")[("sym-0.4", 1)]

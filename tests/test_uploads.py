@@ -33,7 +33,8 @@ SUITE = get_suite("noisy-labels").shortened(1)  # the server's HARNESS_RUN_EPOCH
 CE = ('"""Cross-entropy, uploaded."""\n\n\ndef classification_loss(logits, targets):\n'
       '    return -logits.log_softmax(-1).gather(-1, targets[:, None]).squeeze(-1)\n')
 ENV = {"packages": {"torch": "2.14.1"}, "cpu_capability": "AVX512", "device": "cpu",
-       "torch_threads": 1, "group_members": 6}
+       "torch_threads": 1, "group_members": 6, "sandbox": {"protocol": "loss-only",
+                                                          "row_order": "a1b2"}}
 
 
 @pytest.fixture(autouse=True)
@@ -196,10 +197,11 @@ def test_differences_lists_every_value_that_differs_and_nothing_else(alice):
 
 
 def test_environment_gap_names_what_the_numbers_depend_on():
-    server = {**ENV, "cpu_capability": "AVX2", "group_members": 2}
+    server = {**ENV, "cpu_capability": "AVX2", "group_members": 2,
+              "sandbox": {"protocol": "loss-only", "row_order": "c3d4"}}
     assert verification.environment_gap(ENV, server) == [
         "CPU vector unit (cpu_capability): yours AVX512, the server's AVX2",
-        "cells batched together (group_members): yours 6, the server's 2"]
+        "the sandbox's secret row order (its key): yours a1b2, the server's c3d4"]
     assert verification.environment_gap(ENV, {**ENV, "group_seconds": 3.0}) == []
     assert "torch version: yours not recorded" in verification.environment_gap({}, ENV)[0]
 

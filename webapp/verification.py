@@ -54,10 +54,11 @@ ENVIRONMENT = (("torch version", ("packages", "torch")),
                # the same, a reported training loss can differ in its last bit
                ("where the loss ran (sandbox protocol; not recorded = in-process)",
                 ("sandbox", "protocol")),
-               # how many cells trained as one seed-batched job: today a sandboxed run's
-               # training-loss curve can differ in its last bit between 3 and 6 members
-               # (issue 14, point 8); drop this line once results do not depend on it
-               ("cells batched together (group_members)", ("group_members",)))
+               # the secret order the sandbox sends a batch's rows in (a key per server, or
+               # HARNESS_SANDBOX_KEY): a position-dependent op (pow, sigmoid) sees its
+               # values in other places under another key, so the last bits can move.
+               # (How many cells shared a job no longer matters: harness/chunks.py.)
+               ("the sandbox's secret row order (its key)", ("sandbox", "row_order")))
 SHOWN_DIFFERENCES = 200  # stored per upload: enough to see the pattern
 
 
