@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from harness import registry
@@ -69,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="download real datasets if missing (needs the network)")
     suite.add_argument("--json", action="store_true", help="print results as JSON")
     suite.add_argument("--sandbox", action="store_true", help=SANDBOX_HELP)
+    suite.add_argument("--row-order-from", metavar="URL",
+                       help="with --sandbox: send each batch's rows to the loss in the order "
+                            "that server's sandbox uses for this objective version (its key, "
+                            "fetched with $HARNESS_TOKEN), so that `harness submit` can be "
+                            "verified to the last bit; needs the network")
     suite.add_argument("--workers", type=int, metavar="N",
                        help="processes training cell groups at once (default: one per core, "
                             "$HARNESS_WORKERS)")
@@ -169,6 +175,8 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
             for o in unusable))
     if args.seed and args.seeds is not None:
         return _fail("--seed S picks seeds one by one, --seeds N the first N: give one of them")
+    if args.row_order_from and not args.sandbox:
+        return _fail("--row-order-from sets the sandbox's row order: add --sandbox")
     factorial = args.factorial is not None
     if factorial:
         problem = _factorial_problem(suite, args)
@@ -204,8 +212,13 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         todo = [v for v in variants if any((v, s) not in done for s in seeds)]
         if todo:
             sandboxed = args.sandbox and obj.origin != "builtin"
-            groups.append((obj.label, version, _group(spec, obj, suite, todo, seeds,
-                                                      sandboxed)))
+            group = _group(spec, obj, suite, todo, seeds, sandboxed)
+            if sandboxed and args.row_order_from:
+                try:
+                    group = replace(group, row_secret=_server_row_key(args, obj))
+                except RuntimeError as exc:
+                    return _fail(f"the row order of {args.row_order_from}: {exc}")
+            groups.append((obj.label, version, group))
     groups = _spread(groups, workers)
     owner = {id(g): (label, version) for label, version, g in groups}
     total = sum(g.cells for _, _, g in groups)
@@ -290,6 +303,20 @@ def _decomposition_json(d) -> dict:
             "sd": d.total_sd, "sources": [
                 {"source": s.name, "variance": s.variance, "share": s.share,
                  "share_low": s.share_low, "share_high": s.share_high} for s in d.sources]}
+
+
+def _server_row_key(args, obj) -> str:
+    from harness import upload
+
+    token = os.environ.get("HARNESS_TOKEN")
+    if not token:
+        raise RuntimeError(f"no API token: make one on your account page "
+                           f"({args.row_order_from.rstrip('/')}/accounts/) and set "
+                           f"HARNESS_TOKEN")
+    try:
+        return upload.row_key(args.row_order_from, token, obj.version_key)
+    except upload.UploadFailed as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 def _group(spec, obj, suite, variants, seeds, sandboxed):

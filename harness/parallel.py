@@ -46,6 +46,7 @@ class LocalGroup:
     overrides: tuple[tuple[str, Any], ...] = ()
     sandboxed: bool = False
     source: str = ""
+    row_secret: str = ""  # the version's row-order key from a server (sandboxed only)
 
     @property
     def cells(self) -> int:
@@ -137,7 +138,8 @@ def run_group(group: LocalGroup, options: Mapping[str, Any],
             suite, group.source or read_source(path), path.name or "objective.py",
             dict(group.overrides), list(group.variants), list(group.seeds),
             threads=threads_per_worker(), device=options.get("device", "cpu"),
-            data_root=options.get("data_root"))
+            data_root=options.get("data_root"),
+            row_secret=group.row_secret.encode() or None)
         progress(group.cells)
         return results
     objective = load_objective(group.objective, dict(group.overrides) or None)

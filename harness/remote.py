@@ -77,14 +77,18 @@ class LossServers:
     def __init__(self, members: int, code: str, filename: str,
                  hyperparameters: Mapping[str, Any], limits: Limits, *, device: str = "cpu",
                  python_guard: bool = True, heartbeat: Callable[[], None] | None = None,
-                 identity: str = "") -> None:
+                 identity: str = "", row_secret: bytes | None = None) -> None:
         self.limits, self.heartbeat = limits, heartbeat
         self.deadline = time.monotonic() + limits.wall_seconds
         self._last_beat = time.monotonic()
         self.code, self.filename = code, filename
-        # The row order: secret, but the same whenever the same job runs again.
-        digest = hmac.new(row_key(), json.dumps([identity, code, dict(hyperparameters)],
-                                                default=repr).encode(), hashlib.sha256).digest()
+        # The row order: secret, but the same whenever the same job runs again; drawn from
+        # the version's own key (row_secret: the one a server gave for it, see version_row_key)
+        from harness.objectives.loading import version_key_of
+
+        self.row_secret = row_secret or version_row_key(version_key_of(code, hyperparameters))
+        digest = hmac.new(self.row_secret, json.dumps([identity]).encode(),
+                          hashlib.sha256).digest()
         self.rows = np.random.default_rng(int.from_bytes(digest[:16], "little"))
         self.processes: list[Process] = []
         self.declared: dict[str, Any] = {}
@@ -333,7 +337,9 @@ class LossServers:
     def isolation(self) -> dict[str, Any]:
         record = self.processes[0].isolation() if self.processes else {}
         return {**record, "protocol": "loss-only", "servers": len(self.processes),
-                "served": dict(self.served), "row_order": row_key_fingerprint()}
+                "served": dict(self.served),
+                "row_order": hmac.new(self.row_secret, b"fingerprint",
+                                      hashlib.sha256).hexdigest()[:16]}
 
     def stop(self) -> tuple[str, str]:
         """No more requests: an honest server exits; what it printed is all captured.
@@ -584,10 +590,16 @@ def _permuted(value: Any, perm: Tensor, rows: int) -> Any:
     return value
 
 
-def row_key_fingerprint() -> str:
-    """Names the row-order key in a cell's record (one-way): two sandboxed runs can be
-    equal to the last bit only under the same key, which verification needs to know."""
-    return hmac.new(row_key(), b"fingerprint", hashlib.sha256).hexdigest()[:16]
+def version_row_key(version_key: str) -> bytes:
+    """The row-order key of one objective version (its ``version_key``) on this machine.
+
+    A server may hand it to the version's submitter, whose local sandboxed run then sends
+    rows in the server's order and can be verified to the last bit. That gives a loss
+    nothing to find its rows with: the key depends on the code and hyperparameters, so a
+    loss cannot carry its own key (it would have to contain an HMAC of itself), and any
+    other version's key orders rows differently. A cell records a fingerprint of it."""
+    return hmac.new(row_key(), b"row-order:" + version_key.encode(),
+                    hashlib.sha256).hexdigest().encode()
 
 
 def row_key() -> bytes:

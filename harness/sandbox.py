@@ -63,13 +63,16 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
                         heartbeat: Callable[[], None] | None = None,
                         progress: Callable[[float], None] | None = None,
                         limits: Limits | None = None, python_guard: bool = True,
-                        data_root: str | None = None) -> list[CellResult]:
+                        data_root: str | None = None,
+                        row_secret: bytes | None = None) -> list[CellResult]:
     """Every (variant, seed) cell of an untrusted objective: trained here, its loss served
     from the sandbox, judged here.
 
     Never raises for anything the objective does; raises for infrastructure problems
     (the caller retries those). ``threads`` is this process's torch threads for training;
     ``progress`` gets the trainer's reports (cells' worth of training done since the last).
+    ``row_secret``: the version's row-order key as a server gave it
+    (:func:`harness.remote.version_row_key`); by default this machine's.
     """
     steps = registry.pipeline(suite)
     results: list[CellResult] = []
@@ -78,7 +81,8 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
         run_limits = limits or Limits.for_run(suite, len(job.members), threads)
         results += _run_job(steps, suite, chunk, job, code, filename, hyperparameters,
                             run_limits, device=device, heartbeat=heartbeat,
-                            progress=share_of(chunk, job, progress), python_guard=python_guard)
+                            progress=share_of(chunk, job, progress), python_guard=python_guard,
+                            row_secret=row_secret)
     return results
 
 
@@ -86,7 +90,7 @@ def _run_job(steps: Pipeline, suite: Suite, chunk: Chunk, job: Job, code: str, f
              hyperparameters: Mapping[str, Any], limits: Limits, *, device: str,
              heartbeat: Callable[[], None] | None,
              progress: Callable[[float], None] | None = None,
-             python_guard: bool) -> list[CellResult]:
+             python_guard: bool, row_secret: bytes | None = None) -> list[CellResult]:
     import time
 
     from harness.train import ObjectiveRuntimeError
@@ -96,7 +100,8 @@ def _run_job(steps: Pipeline, suite: Suite, chunk: Chunk, job: Job, code: str, f
     results: list[CellResult] = []
     with LossServers(len(job.members), code, filename, hyperparameters, limits,
                      device=device, python_guard=python_guard, heartbeat=heartbeat,
-                     identity=json.dumps([suite.name, suite.version, job.members])) as servers:
+                     identity=json.dumps([suite.name, suite.version, job.members]),
+                     row_secret=row_secret) as servers:
         try:
             servers.start()
             out = steps.train(suite, servers.objective(), dict(job.inputs), dict(job.plan),

@@ -33,6 +33,12 @@ def status(server: str, token: str, upload_id: int) -> dict:
                                         headers=_headers(token, {})))
 
 
+def row_key(server: str, token: str, version_key: str) -> str:
+    """The server's row-order key for one objective version (``harness.remote``)."""
+    return _call(urllib.request.Request(_url(server, f"/api/row-keys/{version_key}"),
+                                        headers=_headers(token, {})))["row_key"]
+
+
 def wait(server: str, token: str, upload_id: int, every: float = 5.0,
          limit: float = 6 * 3600) -> dict:
     """Poll the upload until it is no longer pending (at most ``limit`` seconds)."""

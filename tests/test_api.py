@@ -441,7 +441,7 @@ def test_openapi_document_is_consistent(client):
         assert resolve(re.sub(r"\{(\w+)\}", "1", o.path)).url_name == o.url_name
         assert item["security"] == [{"token": []}] and str(o.status) in item["responses"]
     for path, item in doc["paths"].items():
-        if "get" not in item or path.startswith("/api/uploads"):
+        if "get" not in item or path in {o.path for o in openapi.TOKEN_OPERATIONS}:
             continue
         concrete = re.sub(r"\{(\w+)\}", "x", path)
         match = resolve(concrete)

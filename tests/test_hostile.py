@@ -102,7 +102,7 @@ THREAD_LIMIT = 64  # Limits.processes of the thread floods (the pids cgroup's pi
 
 ISOLATION_KEYS = {"mode", "namespaces", "uid", "landlock", "seccomp", "python_guard",
                   "pids_cgroup", "memory_cgroup", "tmpfs_workdir", "protocol", "servers",
-                  "served"}
+                  "served", "row_order"}
 # The error of a violation whose report the objective kept from the report pipe.
 REPORT_HIDDEN = "the objective attempted a forbidden action (its report of it was hidden)"
 CE = (REPO / "harness" / "objectives" / "builtin" / "ce.py").read_text()
@@ -1500,7 +1500,10 @@ def test_the_isolation_record_cannot_be_forged(corpus):
     record = assert_layers(corpus.run("hide_violations@junk"))
     honest = corpus.result("fake_metrics").info["sandbox"]
     assert record["served"] == {}  # it ended before its hook was ever asked for
-    assert {**record, "served": None} == {**honest, "served": None}
+    # every field but what differs by objective: the hooks served and its row-order key
+    assert {**record, "served": None, "row_order": None} == {
+        **honest, "served": None, "row_order": None}
+    assert len(record["row_order"]) == 16 and record["row_order"] != honest["row_order"]
 
 
 @pytest.mark.parametrize("case", cases_of("hide_violations_stderr"))
@@ -1522,7 +1525,8 @@ def test_a_hello_with_wrong_types_is_reduced_to_what_the_worker_expects(corpus):
     run = corpus.run("report_bad_types")
     r = assert_scores_as_ce(run, corpus)
     assert isinstance(r.wall_time, float) and 0.05 < r.wall_time <= run.seconds
-    assert assert_layers(run) == corpus.result("fake_metrics").info["sandbox"]
+    assert {**assert_layers(run), "row_order": None} == {
+        **corpus.result("fake_metrics").info["sandbox"], "row_order": None}
     # the hook's own two tensors, never an ``index`` it declared it wanted
     assert run.traced or run.sent
     assert all(len(shapes) == 2 for _, shapes in run.traced + run.sent), (run.traced, run.sent)

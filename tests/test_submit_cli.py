@@ -156,3 +156,69 @@ def _local_values(home: Path) -> dict[tuple[str, int], float]:
             "c.id = m.cell_id JOIN webapp_objectiveversion v ON v.id = c.version_id JOIN "
             "webapp_objective o ON o.id = v.objective_id WHERE o.slug = 'my-ce' AND "
             "m.name = 'test_acc'")}
+
+
+# --- an objective whose last bits depend on the row order -------------------------------
+
+GCE_RUN = ["run", "suite", "noisy-labels", "-o", "my_gce.py", "--seeds", str(SEEDS),
+           "--epochs", "2", "--sandbox", "--variants", "sym-0.4"]
+GCE_SUBMIT = ["submit", "my_gce.py", "--suite", "noisy-labels", "--epochs", "2",
+              "--variants", "sym-0.4", "--wait"]
+
+
+@pytest.fixture
+def other_machine(tmp_path, settings, monkeypatch) -> tuple[Path, dict[str, str]]:
+    """my_gce.py (the built-in gce under a name of its own) on a laptop whose sandbox key
+    is not the server's; the server trains two epochs and checks every seed."""
+    settings.HARNESS_RUN_EPOCHS = 2
+    settings.HARNESS_VERIFY_FRACTION = 1.0
+    monkeypatch.setenv("HARNESS_SANDBOX_KEY", "the-server-s-own-row-order-key")
+    (tmp_path / "my_gce.py").write_text(read_source(Path(builtins()["gce"].path)))
+    env = cli_environment(tmp_path / "home")
+    env["HARNESS_SANDBOX_KEY"] = "a-laptop-s-own-row-order-key"
+    return tmp_path, env
+
+
+@pytest.mark.slow
+def test_a_position_dependent_objective_verifies_when_run_in_the_server_s_row_order(
+        server, other_machine):
+    where, env = other_machine
+    env.update(HARNESS_SERVER=server,
+               HARNESS_TOKEN=tokens.create(User.objects.create_user("bob"), "laptop")[1])
+    # Without the server's order: the last bits move, and the upload says why.
+    done = harness(*GCE_RUN, env=env, cwd=where)
+    assert done.returncode == 0, done.stderr
+    done = harness(*GCE_SUBMIT, env=env, cwd=where)
+    assert done.returncode == 1, done.stdout + done.stderr
+    first = Upload.objects.get()
+    assert first.status == Upload.UNVERIFIABLE, (first.status, first.differences)
+    assert "row order" in first.reason
+    # In the server's order (its key for this version, fetched with the token): exact.
+    done = harness(*GCE_RUN, "--force", "--row-order-from", server, env=env, cwd=where)
+    assert done.returncode == 0, done.stderr
+    done = harness(*GCE_SUBMIT, env=env, cwd=where)
+    assert done.returncode == 0, done.stdout + done.stderr
+    second = Upload.objects.exclude(pk=first.pk).get()
+    assert second.status == Upload.VERIFIED, (second.status, second.reason,
+                                              second.differences)
+
+
+@pytest.mark.django_db
+def test_the_row_key_endpoint_needs_a_token_and_a_version_key(client, monkeypatch):
+    from harness.remote import version_row_key
+
+    monkeypatch.setenv("HARNESS_SANDBOX_KEY", "k" * 32)
+    key = "ab" * 32
+    assert client.get(f"/api/row-keys/{key}").status_code == 401
+    token = tokens.create(User.objects.create_user("carol"), "t")[1]
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    answer = client.get(f"/api/row-keys/{key}", **auth)
+    assert answer.status_code == 200
+    assert answer.json() == {"version_key": key, "row_key": version_row_key(key).decode()}
+    assert version_row_key(key) != version_row_key("cd" * 32)  # one per version
+    monkeypatch.setenv("HARNESS_SANDBOX_KEY", "another-server" * 3)
+    assert client.get(f"/api/row-keys/{key}", **auth).json()["row_key"] != (
+        answer.json()["row_key"])  # and per server
+    bad = client.get("/api/row-keys/XYZ", **auth)
+    assert bad.status_code == 400 and "64 lowercase hex" in bad.json()["error"]
+    assert client.post(f"/api/row-keys/{key}", **auth).status_code == 405

@@ -356,6 +356,11 @@ COMPONENTS: dict[str, dict] = {
     "UploadState": UPLOAD_STATE,
     "ClaimedCell": CLAIMED_CELL,
     "Upload": UPLOAD,
+    "RowKey": {"type": "object", "required": ["version_key", "row_key"],
+               "additionalProperties": False, "properties": {
+                   "version_key": {**STR, "pattern": "^[0-9a-f]{64}$"},
+                   "row_key": {**STR, "pattern": "^[0-9a-f]{64}$",
+                               "description": "run with `harness run --sandbox --row-key`"}}},
 }
 
 
@@ -496,6 +501,19 @@ TOKEN_OPERATIONS: tuple[TokenOperation, ...] = (
         "that differs) or unverifiable (with the reason).", "UploadState", 200,
         params=(Param("id", "path", {**INT, "minimum": 1}, "upload id", required=True),),
         errors=(401, 404)),
+    TokenOperation(
+        "/api/row-keys/{version_key}", "api-row-key", "get",
+        "The sandbox's row order for one objective version",
+        "The key this server's sandbox draws a version's batch row order from. A local "
+        "sandboxed run with it (`harness run --sandbox --row-key`, which `harness submit` "
+        "explains) sends rows in the server's order, so an objective whose ops depend on a "
+        "value's place (pow, sigmoid) can be verified to the last bit. The key depends on "
+        "the version's code and hyperparameters (its version key): a loss cannot carry its "
+        "own, and another version's orders rows differently.", "RowKey", 200,
+        params=(Param("version_key", "path", {**STR, "pattern": "^[0-9a-f]{64}$"},
+                      "the objective version's key (sha256 of its code hash and "
+                      "hyperparameters), as `harness submit` computes it", required=True),),
+        errors=(400, 401)),
 )
 
 
@@ -519,8 +537,9 @@ def _json_response(description: str, schema: dict) -> dict:
 
 ERROR_TEXT = {400: "bad parameter", 404: "unknown suite, variant or objective"}
 TOKEN_ERROR_TEXT = {
-    400: "the upload is malformed or does not pass validation (the message says which "
-         "field)", 401: "no, unknown or revoked API token", 404: "no such upload of yours",
+    400: "the upload or the version key is malformed or does not pass validation (the "
+         "message says which field)", 401: "no, unknown or revoked API token",
+    404: "no such upload of yours",
     409: "the suite version differs from the server's, or the objective's name is another "
          "user's", 413: "the body is over the size limit", 415: "not application/json",
     429: "verifying it would pass your limit of queued cells",

@@ -34,6 +34,13 @@ class ObjectiveError(Exception):
         return type(self), (self.code, self.message)
 
 
+def version_key_of(source: str, hyperparameters: Mapping[str, Any]) -> str:
+    """The version key of a code text with its (complete) hyperparameters."""
+    payload = json.dumps({"code": hashlib.sha256(source.encode()).hexdigest(),
+                          "hp": dict(hyperparameters)}, sort_keys=True, default=repr)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class Objective:
     name: str
@@ -53,9 +60,7 @@ class Objective:
     @property
     def version_key(self) -> str:
         """Identity of (code, hyperparameters): equal keys give equal results."""
-        payload = json.dumps({"code": self.code_sha256, "hp": dict(self.hyperparameters)},
-                             sort_keys=True, default=repr)
-        return hashlib.sha256(payload.encode()).hexdigest()
+        return version_key_of(self.source, self.hyperparameters)
 
     @property
     def label(self) -> str:

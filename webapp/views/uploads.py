@@ -6,6 +6,7 @@ the upload page. Checks live in :mod:`webapp.uploads`, verification in
 from __future__ import annotations
 
 import json
+import re
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -96,6 +97,25 @@ def detail(request: HttpRequest, pk: str) -> HttpResponse:
     verification.settle(upload.pk)  # a sample finished while no worker settled it
     upload.refresh_from_db()
     return _json(payload(upload))
+
+
+VERSION_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+@csrf_exempt
+def row_key(request: HttpRequest, version_key: str) -> HttpResponse:
+    """GET /api/row-keys/{version_key}: this server's row-order key for that version."""
+    if request.method not in ("GET", "HEAD"):
+        return _not_allowed(request, "GET, HEAD")
+    user, refused = _authenticated(request)
+    if refused:
+        return refused
+    if not VERSION_KEY.fullmatch(version_key):
+        return _error(400, "version_key must be 64 lowercase hex digits (a sha256)")
+    from harness.remote import version_row_key
+
+    return _json({"version_key": version_key,
+                  "row_key": version_row_key(version_key).decode()})
 
 
 def payload(upload: Upload) -> dict:
