@@ -192,3 +192,40 @@ def test_an_operator_runs_a_held_out_variant_and_the_sandboxed_loss_never_sees_t
     assert "secret: absent" in rows[1][3] and SECRET not in proc.stdout + proc.stderr
     monkeypatch.setenv(heldout.SECRET_ENV, SECRET)  # the stored hash names this secret
     assert rows[1][4] == HELD.config_hash(SUITE.shortened(1))
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_a_web_submission_runs_the_held_out_variant_and_shows_only_its_mean(
+        secret, settings, client, django_capture_on_commit_callbacks):
+    from django.contrib.auth.models import User
+
+    from tests.test_submit import status, submit
+    from webapp import leaderboard
+    from webapp.leaderboard.heldout import held_out_columns
+    from webapp.models import Submission
+
+    settings.HARNESS_RUN_EPOCHS, settings.HARNESS_EXECUTOR = 1, "inline"
+    owner = client.__class__()
+    owner.force_login(User.objects.create_user("alice", password="correct-horse-1"))
+    with django_capture_on_commit_callbacks(execute=True):
+        submit(owner, seeds=1)
+    submission = Submission.objects.get()
+    state = status(owner, submission)
+    assert state["finished"] and state["counts"]["ok"] == len(SUITE.default_variants) + 1
+    (cell,) = submission.cells.filter(variant="held-out")
+    run = SUITE.shortened(1)
+    assert cell.variant_hash == HELD.config_hash(run)  # drawn under this server's secret
+    rows = leaderboard.suite_page(run, "sym-0.4")["across"]["rows"]
+    (column,) = held_out_columns(run, rows)
+    assert column == {"variant": "held-out", "twin": "sym-0.4"}
+    (mine,) = [r for r in rows if r["slug"] == "my-loss"]
+    mean = cell.metrics.get(name="test_acc").value
+    assert mine["held_out"][0]["mean"] == pytest.approx(mean) and mine["held_out"][0]["seeds"] == 1
+    twin = [c["mean"] for c in mine["cells"] if c["variant"] == "sym-0.4"][0]
+    assert mine["held_out"][0]["gap"] == pytest.approx(mean - twin)
+    # the public API lists neither the variant nor its cells
+    assert "held-out" not in str(client.get("/api/suites/noisy-labels").json())
+    results = client.get("/api/results?objective=my-loss&page_size=100").json()["results"]
+    assert len(results) == len(SUITE.default_variants)
+    assert all(r["variant"] != "held-out" for r in results)
