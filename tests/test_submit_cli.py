@@ -21,6 +21,7 @@ import pytest
 from django.contrib.auth.models import User
 
 import tasks
+from harness.environment import torch_threads
 from harness.objectives.loading import read_source
 from harness.registry import builtins
 from tests.conftest import cli_environment
@@ -63,7 +64,11 @@ def server(live_server, settings, monkeypatch, transactional_db):
     conf = tasks.app.conf
     before = conf.task_always_eager, conf.task_eager_propagates
     conf.task_always_eager, conf.task_eager_propagates = True, False
-    yield live_server.url
+    # An eager task trains in this process: one torch thread, as a worker started with
+    # HARNESS_TORCH_THREADS=1 (else the numbers may differ for a reason that is not the
+    # upload's, and a tampered value would be "unverifiable" instead of a mismatch)
+    with torch_threads(1):
+        yield live_server.url
     conf.task_always_eager, conf.task_eager_propagates = before
 
 
