@@ -10,7 +10,8 @@ from django.utils.text import slugify
 
 from harness.objectives.loading import Objective as LoadedObjective
 from harness.suite import Suite
-from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
+from webapp import storage
+from webapp.models import Cell, Objective, ObjectiveVersion
 
 FORMAT = 1  # webapp.uploads.FORMAT on the server
 
@@ -71,14 +72,7 @@ def body(version: ObjectiveVersion, suite: Suite, variants: list[str] | None = N
         have = ", ".join(f"{v}: {n}" for v, n in (short or seeds).items()) or "none"
         raise NotUploadable(f"too few seeds: {suite.name} needs at least {suite.min_seeds} "
                             f"per variant (you have {have}); run more: {run} --seeds N")
-    metrics: dict[int, dict] = {}
-    curves: dict[int, dict] = {}
-    for cell_id, name, value in Metric.objects.filter(cell__in=here).values_list(
-            "cell_id", "name", "value"):
-        metrics.setdefault(cell_id, {})[name] = value
-    for cell_id, name, values in Curve.objects.filter(cell__in=here).values_list(
-            "cell_id", "name", "values"):
-        curves.setdefault(cell_id, {})[name] = values
+    metrics, curves = storage.metrics_and_curves(c.pk for c in here)
     return {
         "format": FORMAT,
         "objective": {"name": version.objective.name, "code": version.code,

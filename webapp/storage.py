@@ -56,6 +56,21 @@ def version_for(objective: LoadedObjective, *, owner=None) -> ObjectiveVersion:
     return version
 
 
+def metrics_and_curves(cell_ids: Iterable[int]) -> tuple[dict[int, dict[str, float]],
+                                                         dict[int, dict[str, list]]]:
+    """({cell id: {metric: value}}, {cell id: {curve: values}}), one query each."""
+    ids = list(cell_ids)
+    metrics: dict[int, dict[str, float]] = {}
+    curves: dict[int, dict[str, list]] = {}
+    for cell_id, name, value in Metric.objects.filter(cell_id__in=ids).values_list(
+            "cell_id", "name", "value"):
+        metrics.setdefault(cell_id, {})[name] = value
+    for cell_id, name, values in Curve.objects.filter(cell_id__in=ids).values_list(
+            "cell_id", "name", "values"):
+        curves.setdefault(cell_id, {})[name] = values
+    return metrics, curves
+
+
 def held_out_cells() -> Q:
     """Cells of held-out variants (``Suite.held_out``): in no public answer, since their
     draws are the server's secret; the leaderboard shows only their means."""

@@ -159,7 +159,7 @@ def settle(upload_id: int) -> str:
         if any(c.status not in Cell.FINISHED for c in cells.values()):
             return upload.status
         claimed = list(upload.claimed.filter(sampled=True))
-        metrics, curves = _values(cells.values())
+        metrics, curves = storage.metrics_and_curves(c.pk for c in cells.values())
         found, gaps, unfinished = [], [], []
         for c in claimed:
             cell = cells[(c.variant, c.seed)]
@@ -189,21 +189,6 @@ def settle(upload_id: int) -> str:
         upload.checked = timezone.now()
         upload.save(update_fields=["status", "reason", "differences", "checked"])
         return upload.status
-
-
-def _values(cells: Iterable[Cell]) -> tuple[dict[int, dict], dict[int, dict]]:
-    from webapp.models import Curve, Metric
-
-    ids = [c.pk for c in cells]
-    metrics: dict[int, dict[str, float]] = {}
-    curves: dict[int, dict[str, list]] = {}
-    for cell_id, name, value in Metric.objects.filter(cell_id__in=ids).values_list(
-            "cell_id", "name", "value"):
-        metrics.setdefault(cell_id, {})[name] = value
-    for cell_id, name, values in Curve.objects.filter(cell_id__in=ids).values_list(
-            "cell_id", "name", "values"):
-        curves.setdefault(cell_id, {})[name] = values
-    return metrics, curves
 
 
 def _promote(upload: Upload, sampled: set[tuple[str, int]]) -> None:
