@@ -154,6 +154,23 @@ def test_suite_detail_defaults_to_the_default_variants_with_results(client, data
     assert [t["variant"] for t in repeated["tables"]] == ["clean", "sym-0.4"]
 
 
+def test_suite_detail_pages_by_variant(client, data):
+    whole = _get(client, "/api/suites/noisy-labels")
+    assert (whole["count"], whole["page"], whole["pages"], whole["next"]) == (3, 1, 1, None)
+    first = _get(client, "/api/suites/noisy-labels?page_size=2")
+    assert [t["variant"] for t in first["tables"]] == ["clean", "sym-0.4"]
+    assert (first["count"], first["pages"], first["previous"]) == (3, 2, None)
+    second = _get(client, first["next"])
+    assert [t["variant"] for t in second["tables"]] == ["sym-0.6"]
+    assert second["next"] is None and second["page"] == 2
+    assert second["tables"][0] == whole["tables"][2]  # a page's table is the whole answer's
+    assert _get(client, "/api/suites/noisy-labels?page=3&page_size=2")["tables"] == []
+    chosen = _get(client, "/api/suites/noisy-labels?variant=sym-0.6,clean&page_size=1&page=2")
+    assert [t["variant"] for t in chosen["tables"]] == ["clean"] and chosen["count"] == 2
+    for bad in ("page=0", "page_size=0", "page_size=51", "page=x"):
+        assert client.get(f"/api/suites/noisy-labels?{bad}").status_code == 400, bad
+
+
 def test_unknown_suite_or_variant_is_a_json_404(client, data):
     _assert_error(client, "/api/suites/no-such-suite", 404, "unknown suite 'no-such-suite'")
     _assert_error(client, "/api/suites/noisy-labels?variant=sym-0.9", 404,

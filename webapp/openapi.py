@@ -17,6 +17,8 @@ from harness.suite import REASONS
 
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 200
+TABLE_PAGE_SIZE_DEFAULT = 10  # variant tables per page of /api/suites/{name}
+TABLE_PAGE_SIZE_MAX = 50
 FINISHED = ("ok", "diverged", "failed", "timeout", "killed")
 STATUSES = ("queued", "running", *FINISHED)
 
@@ -343,8 +345,14 @@ COMPONENTS: dict[str, dict] = {
     "Comparison": COMPARISON,
     "TableRow": TABLE_ROW,
     "VariantTable": VARIANT_TABLE,
-    "SuiteDetail": obj({"suite": ref("Suite"),
-                        "tables": arr(ref("VariantTable"), "one per requested variant")}),
+    "SuiteDetail": obj({
+        "suite": ref("Suite"),
+        "count": {**INT, "description": "number of variant tables requested, over all pages"},
+        "page": INT, "page_size": INT, "pages": INT,
+        "next": nullable({**STR, "description": "path of the next page"}),
+        "previous": nullable(STR),
+        "tables": arr(ref("VariantTable"), "this page's tables, in the requested order")},
+        description="The suite and one page of its variant tables."),
     "ObjectiveVersion": VERSION,
     "Objective": OBJECTIVE,
     "ObjectivePage": page_of("Objective", "objectives"),
@@ -405,12 +413,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "/api/suites/{name}", "api-suite", "One suite with its leaderboard tables",
         "The suite and, per variant, the leaderboard table: mean over seeds with its 95% "
         "Student-t CI, seed and divergence counts, per-seed values and the paired "
-        "comparison with the reference. Default: every default variant that has results.",
+        "comparison with the reference. Default: every default variant that has results. "
+        f"Paged by variant: {TABLE_PAGE_SIZE_DEFAULT} tables per page unless page_size says "
+        "otherwise; follow `next`.",
         "SuiteDetail",
         params=(Param("name", "path", STR, "suite name", required=True),
                 Param("variant", "query", STR, "variant(s) to include: repeat the parameter "
-                      "or separate with commas; default: the default variants with results")),
-        errors=(404,),
+                      "or separate with commas; default: the default variants with results"),
+                PAGE,
+                Param("page_size", "query",
+                      {**INT, "minimum": 1, "maximum": TABLE_PAGE_SIZE_MAX,
+                       "default": TABLE_PAGE_SIZE_DEFAULT},
+                      f"variant tables per page (at most {TABLE_PAGE_SIZE_MAX})")),
+        errors=(400, 404),
         examples=("/api/suites/{suite}?variant={variant}", "/api/suites/{suite}")),
     Endpoint(
         "/api/objectives", "api-objectives", "List the objectives",

@@ -29,6 +29,7 @@ from webapp.leaderboard.tables import (
     export_tables,
     home_table,
     suite_summary,
+    table_page,
     variant_table,
     visible_rows,
 )
@@ -36,4 +37,4 @@ from webapp.leaderboard.tables import (
 __all__ = ["KINDS", "RANK_METHOD", "NotFound", "compare", "export_tables", "family_plot",
            "family_series", "home_table", "objective_choices", "objective_profile",
            "objective_suites", "strip_plot", "suite_page", "suite_summary", "variant_axis",
-           "variant_table", "visible_rows"]
+           "table_page", "variant_table", "visible_rows"]

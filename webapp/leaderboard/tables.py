@@ -101,14 +101,21 @@ def visible_rows(rows: list[dict], *, kind: str = "all", limit: int | None = Non
 def export_tables(suite: Suite | str, variant: str | None = None) -> tuple[Suite, list[dict]]:
     """The tables an export covers: one variant, or every default variant with results."""
     suite = suite_of(suite)
-    state = state_of(suite)
     if variant is not None:
         variant_of(suite, variant)
-        names = [variant]
-    else:
-        names = [v for v in suite.default_variants if v in state.per_variant]
+    return suite, table_page(suite, None if variant is None else [variant])[1]
+
+
+def table_page(suite: Suite, variants: list[str] | None = None,
+                   window: slice = slice(None)) -> tuple[list[str], list[dict]]:
+    """``variants`` (default: the default variants with results) and the tables of those in
+    ``window``: only these are read from the cache or built."""
+    state = state_of(suite)
+    if variants is None:
+        variants = [v for v in suite.default_variants if v in state.per_variant]
+    names = variants[window]
     tables = variant_tables_cached(state, names)
-    return suite, [tables[n] for n in names]
+    return variants, [tables[n] for n in names]
 
 
 # --- cached pieces ----------------------------------------------------------------------

@@ -155,12 +155,24 @@ def _flag(request: HttpRequest, name: str) -> bool | None:
 
 def _page(request: HttpRequest, queryset, serialize: Callable[[object], dict]) -> dict:
     """One page of ``queryset`` (already ordered) as {count, page, ..., results}."""
-    page = _int(request, "page", 1, 1)
-    size = _int(request, "page_size", openapi.PAGE_SIZE_DEFAULT, 1, openapi.PAGE_SIZE_MAX)
+    window = _window(request, openapi.PAGE_SIZE_DEFAULT, openapi.PAGE_SIZE_MAX)
     count = queryset.count()
+    items = list(queryset[window]) if window.start < count else []
+    return {**_page_meta(request, count, window), "results": [serialize(i) for i in items]}
+
+
+def _window(request: HttpRequest, default: int, most: int) -> slice:
+    """The items the request's ``page`` and ``page_size`` (default, at most ``most``) ask for."""
+    page = _int(request, "page", 1, 1)
+    size = _int(request, "page_size", default, 1, most)
+    return slice((page - 1) * size, page * size)
+
+
+def _page_meta(request: HttpRequest, count: int, window: slice) -> dict:
+    """{count, page, page_size, pages, next, previous} of ``window`` over ``count`` items."""
+    size = window.stop - window.start
+    page = window.start // size + 1
     pages = max(1, math.ceil(count / size))
-    start = (page - 1) * size
-    items = list(queryset[start:start + size]) if start < count else []
 
     def link(number: int) -> str:
         query = request.GET.copy()
@@ -169,8 +181,7 @@ def _page(request: HttpRequest, queryset, serialize: Callable[[object], dict]) -
 
     return {"count": count, "page": page, "page_size": size, "pages": pages,
             "next": link(page + 1) if page < pages else None,
-            "previous": link(min(page - 1, pages)) if page > 1 else None,
-            "results": [serialize(item) for item in items]}
+            "previous": link(min(page - 1, pages)) if page > 1 else None}
 
 
 def _may_see_code(objective: Objective, user) -> bool:
@@ -296,13 +307,14 @@ def suite_list(request: HttpRequest) -> dict:
 
 @api_view
 def suite_detail(request: HttpRequest, name: str) -> dict:
+    """A page of the suite's variant tables: only that page's tables are read or built,
+    so an answer costs the same whatever the number of variants."""
     suite = _suite(name)
-    variants = _variants(suite, _listed(request, "variant"))
-    if variants:
-        tables = [leaderboard.variant_table(suite, v) for v in variants]
-    else:  # every default variant with results, from one fingerprint query and one cache read
-        _, tables = leaderboard.export_tables(suite)
-    return {"suite": suite_payload(suite), "tables": tables}
+    window = _window(request, openapi.TABLE_PAGE_SIZE_DEFAULT, openapi.TABLE_PAGE_SIZE_MAX)
+    variants, tables = leaderboard.table_page(
+        suite, _variants(suite, _listed(request, "variant")) or None, window)
+    return {"suite": suite_payload(suite), **_page_meta(request, len(variants), window),
+            "tables": tables}
 
 
 @api_view
