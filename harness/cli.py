@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from harness import registry
@@ -21,7 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        from harness.api import Interrupted
+
+        if isinstance(exc, Interrupted):  # the run said what was kept
+            return 130
         print("\ninterrupted: finished cells are stored; the unfinished group was discarded",
               file=sys.stderr)
         return 130
@@ -134,300 +137,70 @@ def build_parser() -> argparse.ArgumentParser:
 # --- run ------------------------------------------------------------------------------
 
 def cmd_run_suite(args: argparse.Namespace) -> int:
-    suite = registry.get_suite(args.name)
-    if args.epochs:
-        suite = suite.shortened(args.epochs)
-    variants = args.variants or suite.default_variants
-    for v in variants:
-        suite.variant(v)
-    from harness import heldout
+    """A thin layer over :func:`harness.api.run`: flags in, tables (or JSON) out."""
+    from harness import api
 
-    held = [v.name for v in suite.held_out]
-    asked = [v for v in variants if v in held]
-    if asked and not heldout.available():
-        return _fail(f"{', '.join(asked)}: held out. Its split and draws come from the "
-                     f"server's secret, so it runs only on the server, for every ranked "
-                     f"submission; its result shows there beside its public twin")
-    if held and not args.variants:
-        _say(f"held out (run only on the server, from its secret): {', '.join(held)}", args)
-    specs = args.objective or list(suite.baselines)
-    if args.overrides and len(specs) != 1:
+    if args.overrides and len(args.objective or ()) != 1:
         return _fail("--set applies to one objective: pass exactly one --objective")
-
-    from harness.objectives.loading import ObjectiveError, load_objective, parse_assignments
-
-    unavailable = _sandbox_unavailable() if args.sandbox else ()
-
-    try:
-        overrides = parse_assignments(args.overrides)
-        objectives = [_load(s, overrides if args.overrides else None, args.sandbox)
-                      for s in specs]
-    except ObjectiveError as exc:
-        check = "harness validate --sandbox FILE" if args.sandbox else "harness validate FILE"
-        return _fail(exc.message + f"\n(run `{check}` for a full check)")
-    except unavailable as exc:
-        return _fail(f"the sandbox is unavailable here: {exc}")
-    unusable = [o for o in objectives if not suite.supports(o.hooks)]
-    if unusable:
-        return _fail("; ".join(
-            f"{o.name} defines {', '.join(o.hooks) or 'no hook'}, but the {suite.name} suite "
-            f"runs only objectives defining {' or '.join(suite.accepted_hooks)}"
-            for o in unusable))
     if args.seed and args.seeds is not None:
         return _fail("--seed S picks seeds one by one, --seeds N the first N: give one of them")
     if args.row_order_from and not args.sandbox:
         return _fail("--row-order-from sets the sandbox's row order: add --sandbox")
-    factorial = args.factorial is not None
-    if factorial:
-        problem = _factorial_problem(suite, args)
-        if problem:
-            return _fail(problem)
-    elif suite.reference not in {o.name for o in objectives}:
-        objectives.insert(0, load_objective(suite.reference))  # P(improvement) needs it
-        specs.insert(0, suite.reference)
+    if args.factorial is not None and (args.seeds is not None or args.seed):
+        return _fail("--factorial N chooses the seeds itself (N levels per stream): drop "
+                     "--seeds and --seed")
+    from harness.objectives.loading import ObjectiveError, parse_assignments
 
-    _setup_django()
-    from harness.environment import environment
-    from harness.parallel import default_workers, run_groups
-    from harness.pipeline import prepare_fixtures
-    from webapp import storage
-
-    device = _device(args.device)
-    env = environment(device)
-    if factorial:
-        from harness.seeding import factorial_seeds
-
-        seeds = factorial_seeds(suite.seed_streams, args.factorial)
-        finished, store = storage.finished_factorial, storage.store_factorial
-    else:
-        seeds = (sorted(set(args.seed)) if args.seed
-                 else list(range(5 if args.seeds is None else args.seeds)))
-        finished, store = storage.finished_cells, storage.store_results
-    workers = args.workers or default_workers()
-    versions, groups = [], []  # groups: (label, version, LocalGroup)
-    for spec, obj in zip(specs, objectives, strict=True):
-        version = storage.version_for(obj)
-        versions.append(version)
-        done = set() if args.force else finished(version, suite, variants, seeds)
-        todo = [v for v in variants if any((v, s) not in done for s in seeds)]
-        if todo:
-            sandboxed = args.sandbox and obj.origin != "builtin"
-            group = _group(spec, obj, suite, todo, seeds, sandboxed)
-            if sandboxed and args.row_order_from:
-                try:
-                    group = replace(group, row_secret=_server_row_key(args, obj))
-                except RuntimeError as exc:
-                    return _fail(f"the row order of {args.row_order_from}: {exc}")
-            groups.append((obj.label, version, group))
-    groups = _spread(groups, workers)
-    owner = {id(g): (label, version) for label, version, g in groups}
-    total = sum(g.cells for _, _, g in groups)
-    skipped = len(objectives) * len(variants) * len(seeds) - total
-    if skipped:
-        _say(f"{skipped} cells already stored (use --force to rerun them)", args)
-    options = {"device": device, "mode": args.mode, "data_root": args.data_root,
-               "download": args.download}
-    pending = sorted({v for _, _, g in groups for v in g.variants}, key=variants.index)
-    if pending:
-        try:
-            built = prepare_fixtures(suite, [suite.variant(v) for v in pending], seeds,
-                                     data_root=args.data_root, download=args.download)
-        except FileNotFoundError as exc:  # a real dataset that is not there
-            return _fail(str(exc))
-        if built:
-            _say(f"fixtures: {built}", args)
-    with _progress(total, args) as advance:
-        def stored(group, results) -> None:
-            label, version = owner[id(group)]
-            store(version, suite, results, env)
-            _report_problems(label, results, args)
-
-        try:
-            run_groups([g for _, _, g in groups], workers=workers, options=options,
-                       on_progress=lambda g, cells: advance(owner[id(g)][0])(cells),
-                       on_done=stored)
-        except FileNotFoundError as exc:  # a real dataset that is not there
-            return _fail(str(exc))
-        except unavailable as exc:  # e.g. HARNESS_SANDBOX_STRICT=1 on a machine without it
-            return _fail(f"the sandbox is unavailable here: {exc}")
-    if factorial:
-        return _print_factorial(suite, variants, versions, args)
-    return _print_tables(suite, variants, versions, args)
+    try:
+        results = api.run(
+            args.name, args.objective, variants=args.variants,
+            seeds=sorted(set(args.seed)) if args.seed else (
+                5 if args.seeds is None else args.seeds),
+            hyperparameters=parse_assignments(args.overrides), epochs=args.epochs,
+            device=args.device, mode=args.mode, sandbox=args.sandbox, force=args.force,
+            workers=args.workers, data_root=args.data_root, download=args.download,
+            row_order_from=args.row_order_from, factorial=args.factorial,
+            progress=False if args.json else "terminal",
+            say=lambda message: _say(message, args))
+    except ObjectiveError as exc:
+        check = "harness validate --sandbox FILE" if args.sandbox else "harness validate FILE"
+        return _fail(exc.message + f"\n(run `{check}` for a full check)")
+    except api.HarnessError as exc:
+        return _fail(exc.message)
+    if args.factorial is not None:
+        return _print_factorial(results, args)
+    return _print_tables(results, args)
 
 
-def _factorial_problem(suite, args) -> str:
-    from harness.seeding import MAX_LEVELS
-
-    if not suite.seed_streams:
-        return (f"the {suite.name} suite declares no seed streams (Suite.seed_streams), so "
-                f"its variance cannot be split by source")
-    if args.seeds is not None or args.seed:
-        return ("--factorial N chooses the seeds itself (N levels per stream): drop --seeds "
-                "and --seed")
-    if not 2 <= args.factorial < MAX_LEVELS:
-        return f"--factorial needs 2 to {MAX_LEVELS - 1} levels per stream, got {args.factorial}"
-    return ""
-
-
-def _print_factorial(suite, variants, versions, args) -> int:
+def _print_factorial(results, args) -> int:
     """Per objective and variant: the headline's variance split by seed stream."""
-    from harness.seeding import FACTORS
-    from harness.variance import complete_grid, decompose
-    from webapp import storage
-
-    head = suite.headline_metric
-    report = []
-    for variant in variants:
-        scores = storage.factorial_scores(suite, variant, head.name, versions=versions)
-        for version in versions:
-            grid = complete_grid(scores.get(version, {}), suite.seed_streams)
-            d = None if grid is None else decompose(grid, FACTORS)
-            report.append((version.label, variant, len(scores.get(version, {})), d))
     if args.json:
         from harness.jsonsafe import finite_or_none
 
-        print(json.dumps(finite_or_none({"suite": suite.name, "version": suite.version,
-                                         "metric": head.name, "rows": [
-            {"objective": label, "variant": variant, "cells": n,
-             "decomposition": None if d is None else _decomposition_json(d)}
-            for label, variant, n, d in report]}), indent=1, allow_nan=False))
+        print(json.dumps(finite_or_none(results.variance_json()), indent=1, allow_nan=False))
         return 0
     from harness.terminal import render_factorial
 
-    render_factorial(suite, report)
+    render_factorial(results.suite, results.variance())
     return 0
-
-
-def _decomposition_json(d) -> dict:
-    return {"levels": dict(zip(d.factors, d.levels, strict=True)), "mean": d.mean,
-            "sd": d.total_sd, "sources": [
-                {"source": s.name, "variance": s.variance, "share": s.share,
-                 "share_low": s.share_low, "share_high": s.share_high} for s in d.sources]}
-
-
-def _server_row_key(args, obj) -> str:
-    from harness import upload
-
-    token = os.environ.get("HARNESS_TOKEN")
-    if not token:
-        raise RuntimeError(f"no API token: make one on your account page "
-                           f"({args.row_order_from.rstrip('/')}/accounts/) and set "
-                           f"HARNESS_TOKEN")
-    try:
-        return upload.row_key(args.row_order_from, token, obj.version_key)
-    except upload.UploadFailed as exc:
-        raise RuntimeError(str(exc)) from None
-
-
-def _group(spec, obj, suite, variants, seeds, sandboxed):
-    from harness.parallel import LocalGroup
-
-    if sandboxed:  # the text that was checked and is stored; all its hyperparameters
-        return LocalGroup(obj.path, suite.name, suite.version, tuple(variants), tuple(seeds),
-                          tuple(obj.hyperparameters.items()), True, source=obj.source)
-    # Its own overrides only (--set names one objective, not the reference added to it).
-    changed = tuple((k, v) for k, v in obj.hyperparameters.items() if obj.defaults.get(k) != v)
-    return LocalGroup(obj.path if obj.origin == "file" else spec, suite.name,
-                      suite.version, tuple(variants), tuple(seeds), changed, False)
-
-
-def _load(spec: str, overrides, sandbox: bool):
-    """The objective ``spec`` names. With ``sandbox``, a file is only read here: the sandbox
-    loads and checks it (:func:`sandboxed_objective`); built-ins load here (trusted)."""
-    from harness.objectives.loading import ObjectiveError, is_file_spec, load_objective
-
-    if sandbox and is_file_spec(spec):
-        validation = sandboxed_objective(spec, overrides)
-        if validation.objective is None:  # it could not be loaded there
-            errors = [p for p in validation.problems if p.severity == "error"]
-            raise ObjectiveError(errors[0].code if errors else "sandbox",
-                                 "\n".join(p.message for p in errors)
-                                 or f"{spec} could not be loaded in the sandbox")
-        return validation.objective
-    if sandbox and spec not in registry.builtins() and "." in spec:
-        raise ObjectiveError("sandbox", f"{spec}: --sandbox runs objective files, and "
-                             f"importing a module would run it here; pass its .py file")
-    return load_objective(spec, overrides)
-
-
-def sandboxed_objective(spec: str, overrides):
-    """Validate the file ``spec`` in the sandbox (:func:`harness.sandbox.validate_sandboxed`):
-    its :class:`Validation`, whose objective, when the file loaded there, is metadata only
-    (no callable hook), named and versioned as :func:`load_objective` would: name from the
-    path, code hash from the text read here, hyperparameters from the defaults the sandbox
-    reported and ``overrides`` coerced here. Raises :class:`ObjectiveError` for a file that
-    is missing or not UTF-8, or overrides that do not fit."""
-    from dataclasses import replace
-
-    from harness.objectives.loading import ObjectiveError, coerce_overrides, read_source
-    from harness.sandbox import validate_sandboxed
-
-    path = Path(spec)
-    if not path.is_file():
-        raise ObjectiveError("not-found", f"objective file {spec} does not exist")
-    source = read_source(path)
-    validation = validate_sandboxed(source, path.name, overrides or None)
-    described = validation.objective
-    if described is None:
-        return validation
-    hyperparameters = {**described.defaults,
-                       **coerce_overrides(overrides or {}, described.defaults)}
-    validation.objective = replace(described, name=path.stem, source=source,
-                                   path=str(path.resolve()), hyperparameters=hyperparameters)
-    return validation
-
-
-def _spread(groups: list[tuple], workers: int) -> list[tuple]:
-    """``(label, version, group)`` entries, groups split by variant until every worker has
-    one, biggest first: two processes each batching some members beat one process batching
-    all (bench/dispatch.py). Results do not depend on the split: every cell trains in its
-    own member chunk (harness/chunks.py)."""
-    from dataclasses import replace
-
-    groups = list(groups)
-    while len(groups) < workers:
-        i = max(range(len(groups)), key=lambda k: len(groups[k][2].variants), default=None)
-        if i is None or len(groups[i][2].variants) < 2:
-            break
-        label, version, group = groups[i]
-        half = len(group.variants) // 2
-        groups[i:i + 1] = [(label, version, replace(group, variants=group.variants[:half])),
-                           (label, version, replace(group, variants=group.variants[half:]))]
-    return groups
-
-
-def _report_problems(label: str, results, args) -> None:
-    modes = {r.info.get("fallback_reason") for r in results if r.info.get("fallback_reason")}
-    for reason in modes:
-        _say(f"{label}: cannot run seed-batched ({reason}); ran a per-seed loop instead", args)
-    failed = [r for r in results if r.status in ("failed", "killed", "timeout")]
-    if failed:
-        first = failed[0]
-        why = f" ({first.status}: {first.reason})" if first.reason else ""
-        # The error and the output are the objective's: _say escapes control characters.
-        _say(f"{label}: {len(failed)} cells did not finish{why}:\n{first.error}", args)
-        if first.captured:
-            _say(f"its output:\n{first.captured}", args)
-    diverged = [r for r in results if r.status == "diverged"]
-    if diverged:
-        _say(f"{label}: {len(diverged)} seeds diverged (non-finite loss); see the div column",
-             args)
 
 
 # --- results --------------------------------------------------------------------------
 
 def cmd_results(args: argparse.Namespace) -> int:
-    _setup_django()
-    from webapp import storage
+    """A thin layer over :func:`harness.api.results`."""
+    from harness import api
 
     names = [args.suite] if args.suite else registry.suite_names()
     shown = 0
-    for name in names:
-        suite = registry.get_suite(name)
-        versions = storage.latest_versions(suite)
-        if versions:
-            _print_tables(suite, args.variants, versions, args)
-            shown += 1
+    try:
+        for name in names:
+            results = api.results(name, variants=args.variants)
+            if results.versions:
+                _print_tables(results, args)
+                shown += 1
+    except api.HarnessError as exc:
+        return _fail(exc.message)
     if not shown:
         where = names[0] if args.suite else "any suite"
         print(f"no stored results for {where} yet: run `harness run suite "
@@ -435,63 +208,19 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_tables(suite, variants, versions, args) -> int:
-    from harness.tables import variant_tables
-    from webapp import storage
-
-    ref = storage.reference_version(suite)
-    chosen = {v.id: v for v in versions}
-    if ref is not None:
-        chosen.setdefault(ref.id, ref)
-    headline = suite.headline_metric
-    rows = storage.cell_rows(suite, variants, chosen.values())
-    tracks = suite.tracks or (None,)
-    found, shown_columns = [], []
-    for track in tracks:  # a table per variant and track, the reference in each
-        secondary = track.columns if track and track.columns else suite.table_columns[:2]
-        part = rows if track is None else [
-            r for r in rows if r.track == track.name or r.objective == suite.reference]
-        found.append(variant_tables(part, headline=headline.name,
-                                    higher_is_better=headline.higher_is_better,
-                                    reference=suite.reference, secondary=secondary,
-                                    min_seeds=suite.min_seeds))
-        shown_columns.append(secondary)
-    tables, order, columns, drawn = {}, [], {}, []
-    for v in variants or [v.name for v in suite.variants]:
-        for track, table, secondary in zip(tracks, found, shown_columns, strict=True):
-            if v in table and (track is None or any(not r.is_reference for r in table[v])):
-                key = v if track is None else f"{v} · {track.label}"
-                tables[key], columns[key] = table[v], secondary
-                order.append(key)
-                drawn.append(v)
-    drawn = list(dict.fromkeys(drawn))
-    across = None
-    if len(drawn) > 1:  # the mean over the shown variants and the worst of them
-        from harness.tables import across_variants
-
-        across = across_variants(rows, drawn, headline=headline.name,
-                                 higher_is_better=headline.higher_is_better,
-                                 reference=suite.reference)
+def _print_tables(results, args) -> int:
     if args.json:
         from harness.jsonsafe import finite_or_none
 
-        report = _tables_json(suite, order, tables)
-        if across is not None:
-            report["across_variants"] = _across_json(drawn, *across)
-        print(json.dumps(finite_or_none(report), indent=1, allow_nan=False))
+        print(json.dumps(finite_or_none(results.to_json()), indent=1, allow_nan=False))
         return 0
     from harness.terminal import render_tables
 
-    render_tables(suite, order, tables, columns)
-    if across is not None:
-        _render_across(suite, drawn, *across)
+    tables = results.tables()
+    render_tables(results.suite, tables.order, tables.rows, tables.columns)
+    if tables.across is not None:
+        _render_across(results.suite, tables.drawn, tables.across, tables.left_out)
     return 0
-
-
-def _across_json(variants, rows, left_out) -> dict:
-    return {"variants": variants, "left_out": left_out,
-            "rows": [{"objective": r.objective, "mean": r.mean, "worst": r.worst,
-                      "worst_variant": r.worst_variant, "means": r.means} for r in rows]}
 
 
 def _render_across(suite, variants, rows, left_out) -> None:
@@ -524,23 +253,6 @@ def _render_across(suite, variants, rows, left_out) -> None:
     console.print("\n".join(notes), highlight=False)
 
 
-def _tables_json(suite, order, tables) -> dict:
-    out = {"suite": suite.name, "suite_version": suite.version, "headline": suite.headline,
-           "headline_metric": suite.headline_metric.to_json(),
-           "reference": suite.reference, "variants": {}}
-    for v in order:
-        out["variants"][v] = [{
-            "objective": r.objective, "seeds": r.seeds, "diverged": r.diverged,
-            "failed": r.failed, **{k: getattr(r.summary, k) for k in
-                                   ("mean", "std", "ci_low", "ci_high", "iqm")},
-            "secondary": r.secondary, "tied_with_best": r.tied_with_best,
-            "p_improvement": r.vs_reference.prob_improvement if r.vs_reference else None,
-            "improvement": r.vs_reference.mean_diff if r.vs_reference else None,
-            "distinguishable": r.vs_reference.distinguishable if r.vs_reference else None,
-        } for r in tables[v]]
-    return out
-
-
 # --- submit ---------------------------------------------------------------------------
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -571,7 +283,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         loaded = load_objective(args.objective, parse_assignments(args.overrides) or None)
     except ObjectiveError as exc:
         return _fail(exc.message)
-    _setup_django()
+    from harness.api import setup
+
+    setup()
     from webapp import local_results
 
     try:
@@ -624,44 +338,23 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from harness.objectives.loading import ObjectiveError, parse_assignments
-    from harness.objectives.validate import validate
+    """A thin layer over :func:`harness.api.validate`."""
+    from harness import api
+    from harness.objectives.loading import ObjectiveError, is_file_spec, parse_assignments
     from harness.textsafe import printable
 
     try:
         overrides = parse_assignments(args.overrides)
     except ObjectiveError as exc:
         return _fail(exc.message)
-    if args.sandbox:
-        return _validate_in_sandbox(args.objective, overrides)
-    validation = validate(args.objective, overrides or None)
-    print(printable(validation.format()))
-    return 0 if validation.ok else 1
-
-
-def _validate_in_sandbox(spec: str, overrides) -> int:
-    from harness.objectives.loading import ObjectiveError, is_file_spec
-    from harness.objectives.validate import Problem, Validation
-    from harness.sandbox import SandboxUnavailable
-    from harness.textsafe import printable
-
-    if not is_file_spec(spec):
-        return _fail(f"{spec}: --sandbox checks objective files; pass a .py file")
+    if args.sandbox and not is_file_spec(args.objective):
+        return _fail(f"{args.objective}: --sandbox checks objective files; pass a .py file")
     try:
-        validation = sandboxed_objective(spec, overrides)
-    except ObjectiveError as exc:
-        validation = Validation(spec, problems=[Problem(exc.code, "error", exc.message)])
-    except SandboxUnavailable as exc:
-        return _fail(f"the sandbox is unavailable here: {exc}")
-    text = validation.format()
-    if validation.ok and validation.objective is not None:
-        # Its hooks are names only here (their signatures stayed in the sandbox).
-        o = validation.objective
-        hp = ", ".join(f"{k}={v!r}" for k, v in o.hyperparameters.items())
-        text = text.rpartition("\n\n")[0] + ("\n\n" if text.count("\n\n") else "")
-        text += (f"OK: {o.name} — {', '.join(o.hooks)}" + (f" ({hp})" if hp else "")
-                 + " (checked in the sandbox)")
-    print(printable(text))
+        validation = api.validate(args.objective, hyperparameters=overrides,
+                                  sandbox=args.sandbox)
+    except api.HarnessError as exc:
+        return _fail(exc.message)
+    print(printable(validation.format()))
     return 0 if validation.ok else 1
 
 
@@ -683,21 +376,6 @@ def cmd_new_objective(args: argparse.Namespace) -> int:
 
 # --- helpers --------------------------------------------------------------------------
 
-def _setup_django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0, interactive=False)
-
-
-def _sandbox_unavailable() -> type[Exception]:
-    from harness.sandbox import SandboxUnavailable
-
-    return SandboxUnavailable
-
-
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -706,21 +384,6 @@ def _seed(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"a seed is an integer from 0, got {text!r}")
     return value
-
-
-def _device(name: str) -> str:
-    if name.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise SystemExit("harness: --device cuda asked for, but torch sees no CUDA device")
-    return name
-
-
-def _progress(total: int, args):
-    from harness.terminal import progress_bar
-
-    return progress_bar(total, quiet=args.json)
 
 
 def _say(message: str, args) -> None:

@@ -41,9 +41,14 @@ from webapp.models import (
 )
 
 
+def slug_for(name: str) -> str:
+    """The slug an objective named ``name`` is stored under."""
+    return slugify(name.replace("_", "-")) or "objective"
+
+
 def version_for(objective: LoadedObjective, *, owner=None) -> ObjectiveVersion:
     """The stored version of (code, hyperparameters), created on first use."""
-    slug = slugify(objective.name.replace("_", "-")) or "objective"
+    slug = slug_for(objective.name)
     obj, _ = Objective.objects.get_or_create(
         slug=slug,
         defaults={"name": objective.name, "description": objective.description,

@@ -49,6 +49,9 @@ class Validation:
     def ok(self) -> bool:
         return not any(p.severity == "error" for p in self.problems)
 
+    def __str__(self) -> str:
+        return self.format()
+
     def format(self) -> str:
         """One block per problem, then a verdict line."""
         blocks = [_format_problem(p) for p in self.problems]
@@ -60,6 +63,19 @@ class Validation:
             return f"OK: {self.objective.name} — {describe_hooks(self.objective)}"
         errors = sum(p.severity == "error" for p in self.problems)
         return f"FAILED: {self.spec} — {errors} error{'s' if errors != 1 else ''}"
+
+
+class SandboxValidation(Validation):
+    """A validation made in the sandbox: its objective is metadata (hook names, defaults),
+    the hooks' signatures stayed there."""
+
+    def _verdict(self) -> str:
+        if not (self.ok and self.objective is not None):
+            return super()._verdict()
+        o = self.objective
+        hp = ", ".join(f"{k}={v!r}" for k, v in o.hyperparameters.items())
+        return (f"OK: {o.name} — {', '.join(o.hooks)}" + (f" ({hp})" if hp else "")
+                + " (checked in the sandbox)")
 
 
 def validate(spec: str, overrides: Mapping[str, Any] | None = None) -> Validation:

@@ -168,7 +168,8 @@ def _build_compare(suite: Suite, a: ObjectiveVersion, b: ObjectiveVersion) -> di
         diff = None
         if common:
             c = stats.compare_paired([x[s] for s in common], [y[s] for s in common],
-                                     higher_is_better=headline.higher_is_better)
+                                     higher_is_better=headline.higher_is_better,
+                                     min_seeds=suite.min_seeds)
             diff = {f: getattr(c, f) for f in c.__dataclass_fields__}
         rows.append({"variant": name, "default": suite.variant(name).default,
                      "a": _summary_dict(x), "b": _summary_dict(y), "n_pairs": len(common),
