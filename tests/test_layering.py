@@ -14,7 +14,8 @@ import pytest
 from harness import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY_POINTS = {"harness/cli.py", "harness/api.py", "harness/results.py"}  # wire storage in; documented as such in their docstrings
+# They wire storage in, as their docstrings say.
+ENTRY_POINTS = {"harness/cli.py", "harness/api.py", "harness/results.py"}
 
 
 def _imports(path: Path) -> set[str]:
