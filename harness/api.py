@@ -306,7 +306,9 @@ class Comparison:
         return pd.DataFrame.from_records(records)
 
     def _repr_html_(self) -> str:
-        return f"<p>{self!r}</p>" + self.to_pandas().to_html(index=False)
+        import html
+
+        return f"<p>{html.escape(repr(self))}</p>" + self.to_pandas().to_html(index=False)
 
     def figure(self) -> plotly.graph_objects.Figure:
         """The compare page's forest plot of per-seed and mean differences."""
@@ -342,6 +344,10 @@ def setup() -> None:
         _ready = True
         return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    if _event_loop_running():
+        # A Jupyter kernel runs cells inside its event loop, where Django refuses database
+        # calls; they are synchronous here by design, as Django's docs advise for notebooks.
+        os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     import django
     from django.core.management import call_command
 
@@ -351,6 +357,16 @@ def setup() -> None:
 
 
 _ready = False
+
+
+def _event_loop_running() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _suite(name: str, epochs: int | None) -> Suite:

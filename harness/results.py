@@ -165,9 +165,11 @@ class Results:
         return pd.DataFrame.from_records(records, columns=list(TIDY_COLUMNS))
 
     def _repr_html_(self) -> str:  # Jupyter shows the summary
+        import html
+
         summary = self.summary()
-        return f"<p>{self!r}</p>" + (summary.to_html(index=False) if len(summary) else
-                                     "<p>no finished cells</p>")
+        table = summary.to_html(index=False) if len(summary) else "<p>no finished cells</p>"
+        return f"<p>{html.escape(repr(self))}</p>" + table
 
     # --- the seed-variance decomposition -------------------------------------------------
 
