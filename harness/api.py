@@ -8,11 +8,11 @@ callable from a notebook or a script, with results as DataFrames and plotly figu
         return (1 - p_y.clamp_min(1e-7) ** q) / q
 
     api.validate(classification_loss)
-    res = api.run("noisy-labels", classification_loss, variants=["sym-0.4"], seeds=3)
-    res.summary()               # mean [95% CI], P(>ce), ★ … per variant and objective
+    res = api.run(suite, classification_loss, seeds=3)   # a suite name (harness ls)
+    res.summary()               # mean [95% CI], P(>reference), ★ … per variant and objective
     res.to_pandas()             # one row per cell and metric
     res.figure("strip")         # the suite page's plot, as a plotly Figure
-    api.compare(classification_loss, "gce", suite="noisy-labels").to_pandas()
+    api.compare(classification_loss, "gce", suite=suite).to_pandas()
 
 An objective is a file path, a built-in name, a dotted module, or a function defined in
 the notebook (captured with its imports as a file, :mod:`harness.capture`, and versioned

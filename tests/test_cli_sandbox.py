@@ -199,7 +199,7 @@ def test_sandbox_refuses_a_dotted_module(env, tmp_path):
     proc = harness("run", "suite", "noisy-labels", "-o", "somepkg.loss", *SHORT, "--sandbox",
                    env=env, cwd=tmp_path)
     assert proc.returncode == 2
-    assert "--sandbox runs objective files" in proc.stderr
+    assert "the sandbox runs objective files" in proc.stderr
 
 
 def test_help_says_what_running_without_the_sandbox_means(env, tmp_path):
