@@ -18,8 +18,8 @@ An objective is a file path, a built-in name, a dotted module, or a function def
 the notebook (captured with its imports as a file, :mod:`harness.capture`, and versioned
 by its text like a file). Results go to the same database as the CLI's (SQLite under
 ``$HARNESS_HOME`` unless ``DATABASE_URL`` says otherwise). The CLI is a thin layer over
-this module; this is an entry point, the one place besides it that wires the engine to
-storage (``webapp.storage``, imported lazily).
+this module. With :mod:`harness.results` it is an entry point: the places besides the CLI
+that wire the engine to storage (``webapp.storage``, imported lazily).
 """
 
 from __future__ import annotations
