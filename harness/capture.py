@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.home import data_dir
 from harness.objectives.loading import ObjectiveError
 
 CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
@@ -52,7 +53,7 @@ def capture(fn: Callable, *, hook: str | None = None, name: str | None = None,
     source = (header + ("\n" + "\n".join(dict.fromkeys(imports)) + "\n" if imports else "")
               + "\n\n" + "\n\n\n".join(blocks) + "\n" + alias)
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    root = directory or _home() / "captured"
+    root = directory or data_dir() / "captured"
     path = root / digest / f"{name}.py"
     if not (path.is_file() and path.read_text() == source):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,11 +162,3 @@ def _is_constant(value: object) -> bool:
         return False
     return isinstance(value, CONSTANTS) and (
         not isinstance(value, float) or abs(value) != float("inf"))
-
-
-def _home() -> Path:
-    home = os.environ.get("HARNESS_HOME")
-    if home:
-        return Path(home)
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "objective-harness"

@@ -10,16 +10,9 @@ import os
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from harness.home import data_dir
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def data_dir() -> Path:
-    """Where the embedded database lives: $HARNESS_HOME, else $XDG_DATA_HOME/objective-harness."""
-    home = os.environ.get("HARNESS_HOME")
-    if home:
-        return Path(home)
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "objective-harness"
 
 
 def database_from_url(url: str | None) -> dict:
