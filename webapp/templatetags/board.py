@@ -1,17 +1,23 @@
-"""Number formatting and code highlighting for the leaderboard templates.
+"""Number formatting, plot figures and code highlighting for the leaderboard templates.
 
 Values are formatted by the metric's own spec (``MetricSpec.to_json()``: unit and
-decimals), with the one rule of :func:`harness.suite.format_value`."""
+decimals), with the one rule of :func:`harness.suite.format_value`; plots are the figures
+of :mod:`harness.figures`."""
 
 from __future__ import annotations
 
+import logging
+
 from django import template
-from django.utils.html import escape
+from django.core.serializers.json import DjangoJSONEncoder
+from django.utils.html import escape, json_script
 from django.utils.safestring import mark_safe
 
+from harness import figures
 from harness.suite import format_value, is_number
 
 register = template.Library()
+logger = logging.getLogger(__name__)
 
 
 @register.filter
@@ -49,6 +55,31 @@ def score(value):
 @register.filter
 def prob(value):
     return f"{value:.2f}" if is_number(value) else "–"
+
+
+@register.filter
+def figure(payload, kind):
+    """``payload|figure:kind``: the plotly figure dict of a plot's payload
+    (:func:`harness.figures.build`), for ``json_script``. A payload the figure cannot be
+    built from gives None (logged), which the page shows as a plot that could not be
+    drawn rather than failing the whole page."""
+    try:
+        return figures.build(kind, payload)
+    except Exception:
+        logger.exception("the %s figure could not be built", kind)
+        return None
+
+
+class _CompactEncoder(DjangoJSONEncoder):
+    def __init__(self, **kwargs):
+        super().__init__(**{**kwargs, "separators": (",", ":")})
+
+
+@register.filter
+def compact_json_script(value, element_id):
+    """Django's ``json_script`` without the spaces after ``,`` and ``:`` (a figure is
+    mostly numbers in lists: a tenth of its bytes)."""
+    return json_script(value, element_id, encoder=_CompactEncoder)
 
 
 @register.filter
