@@ -333,3 +333,15 @@ def test_a_plot_is_written_as_its_compact_figure_and_a_broken_one_spares_the_pag
     assert ", " not in body.split('"hovertemplate"')[0]  # no spaces between numbers
     assert "\\u003Cb\\u003E" not in body  # no raw tag, even inside the script
     assert written["data"][0]["name"] == "&lt;b&gt;x&lt;/b&gt;"  # plotly shows <b>x</b>
+
+
+def test_compact_json_script_escapes_as_json_script_does():
+    from django.utils.html import json_script
+
+    from webapp.templatetags.board import compact_json_script
+
+    value = {"a": "</script><script>alert(1)</script> & <!--", "b": [1.5, None]}
+    html = str(compact_json_script(value, "x"))
+    assert html.count("</script>") == 1 and "<!--" not in html and "<script>" not in html
+    assert _json_script(html, "x") == value
+    assert html == str(json_script(value, "x")).replace(", ", ",").replace(": ", ":")
