@@ -91,8 +91,9 @@ class MetricSpec:
 
 
 def format_value(value: float | None, unit: str, decimals: int, *, signed: bool = False) -> str:
-    """One formatting rule for the CLI, the pages and the exports (the JavaScript plots
-    mirror it in ``webapp/static/webapp/plots.js``)."""
+    """One formatting rule for the CLI, the pages and the exports (the plots of
+    :mod:`harness.figures` draw a percent ×100 by the same rule, with these decimals in
+    their hover text)."""
     if not is_number(value):
         return "–"
     sign = "+" if signed else ""

@@ -264,6 +264,33 @@ def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeyp
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_label_is_drawn_as_text_never_as_markup(page):
+    """Objective labels are user input: every plot shows one as text, as written
+    (harness.figures escapes it), never as markup: plotly builds a link from ``<a href>``
+    and bold text from ``<b>`` in names, titles and hover text."""
+    from tests.test_leaderboard import make_objective
+
+    evil = '<a href="https://evil.example/">x</a><b>y</b><img src=x onerror=window.__xss=1>'
+    make_objective("ce", {"clean": [0.9, 0.91], "sym-0.4": [0.70, 0.72]}, curves=True)
+    make_objective("evil", {"clean": [0.92, 0.93], "sym-0.4": [0.80, 0.82]}, label=evil,
+                   curves=True)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    for url, plots in (("/suites/noisy-labels/?variant=sym-0.4", ("strip-data", "family-data")),
+                       ("/objectives/evil/", ("family-noisy-labels",
+                                              "curves-data-noisy-labels"))):
+        page.goto(page.base + url)
+        for plot in plots:
+            page.wait_for_selector(f"#{plot}-plot[data-rendered='true']")
+            assert evil in page.locator(f"#{plot}-plot").text_content()  # as written
+        assert page.locator(".plot svg a").count() == 0  # no link (the modebar's are HTML)
+        assert page.locator(".plot svg tspan[style*='bold']").count() == 0
+        assert page.locator(".plot img").count() == 0
+        assert page.evaluate("window.__xss") is None
+    assert errors == []
+
+
+@pytest.mark.django_db(transaction=True)
 def test_performance_profiles_and_the_cd_diagram_render(page):
     from tests.test_leaderboard import make_objective
 

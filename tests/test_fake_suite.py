@@ -204,29 +204,39 @@ def test_every_page_shows_it_in_its_own_units_and_direction(stored, client):
 
     page = client.get(f"/suites/{NAME}/?variant=out-0.4").content.decode()
     assert "(lower is better)" in page and "RMSE <span" in page  # no (%) unit
-    strip = _json_script(page, "strip-data")
-    assert strip["spec"]["better"] == "lower" and strip["spec"]["unit"] == "number"
+    strip = _json_script(page, "strip-data")  # not a percent: no "(%)", not ×100
+    assert strip["layout"]["xaxis"]["title"]["text"] == "test RMSE — lower is better"
     family = _json_script(page, "family-data")
-    assert family["families"] and family["families"][0]["x_label"] == "outlier share"
+    assert family["data"] and family["layout"]["xaxis"]["title"]["text"].startswith(
+        "outlier share")
     table = leaderboard.variant_table(NAME, "out-0.4")
     assert [r["objective"] for r in table["rows"]] == ["huber", "mse"]
+    assert [t["name"] for t in strip["data"]][1] == "mse"
+    assert strip["data"][1]["x"] == list(table["rows"][1]["values"].values())
 
     obj = client.get("/objectives/huber/").content.decode()
     curves = _json_script(obj, f"curves-data-{NAME}")
-    specs = {s["name"]: s for s in curves["specs"]}
-    assert list(specs) == ["train_loss", "rmse_vs_noise"]  # declared order; grids not drawn
-    line = curves["by_label"]["huber"]["curves"]["rmse_vs_noise"]
-    assert line["x"] == [0.0, 0.5, 1.0] and specs["rmse_vs_noise"]["x_label"] == "input noise σ"
-    assert curves["by_label"]["huber"]["curves"]["train_loss"]["x"][:3] == [1, 2, 3]
+    layout = curves["layout"]
+    # a panel per drawn curve in the declared order, each on its own x axis; grids not drawn
+    assert [layout[k]["title"]["text"] for k in ("yaxis", "yaxis2")] == \
+        ["training loss", "test RMSE"] and "yaxis3" not in layout
+    assert [layout[k]["title"]["text"] for k in ("xaxis", "xaxis2")] == \
+        ["epoch", "input noise σ"]
+    mean = {(t["name"], t.get("xaxis", "x")): t for t in curves["data"] if "name" in t}
+    assert mean["huber mean", "x2"]["x"] == [0.0, 0.5, 1.0]  # the noise_grid it names
+    assert mean["huber mean", "x"]["x"][:3] == [1, 2, 3]
     scatter = _json_script(obj, f"scatter-{NAME}-1")
-    assert scatter["x_spec"]["unit"] == "number" and scatter["y"] == "rmse"
+    assert scatter["layout"]["xaxis"]["title"]["text"] == \
+        "test mean absolute error — lower is better"  # no "(%)"
+    assert scatter["layout"]["yaxis"]["title"]["text"] == "test RMSE — lower is better"
     reliability = _json_script(obj, f"reliability-{NAME}")
-    assert reliability["series"][0]["label"] in ("huber", "mse")
-    assert len(reliability["series"][0]["confidence"]) == stored.settings["bins"]
-    own = next(s for s in reliability["series"] if s["label"] == "huber")
-    assert sorted(own["seeds"]) == ["0", "1", "2"]  # each seed's diagram, toggled in the legend
-    assert all(len(one["confidence"]) == len(one["accuracy"]) == stored.settings["bins"]
-               for one in own["seeds"].values())
+    bins = stored.settings["bins"]
+    lines = {t["name"]: t for t in reliability["data"]}
+    assert len(lines["huber"]["x"]) == len(lines["huber"]["y"]) == bins
+    seeds = {k: t for k, t in lines.items() if k.startswith("huber seed ")}
+    assert sorted(seeds) == ["huber seed 0", "huber seed 1", "huber seed 2"]
+    assert all(t["visible"] == "legendonly" and len(t["x"]) == len(t["y"]) == bins
+               for t in seeds.values())  # each seed's diagram, toggled in the legend
 
     compare = client.get(f"/objectives/huber/compare/?with=mse&suite={NAME}").content.decode()
     assert "Lower is better" in compare and "huber better" in compare

@@ -47,6 +47,15 @@ def _json_script(html: str, element_id: str):
     return json.loads(match.group(1))
 
 
+def panel(figure: dict, title: str, axis: str = "x") -> list[dict]:
+    """The traces of a figure's panel whose x (or y) axis title contains ``title``."""
+    keys = [k for k, a in figure["layout"].items() if k.startswith(f"{axis}axis")
+            and title in a.get("title", {}).get("text", "")]
+    assert len(keys) == 1, f"no single panel {title!r}"
+    ref = keys[0].replace("axis", "")
+    return [t for t in figure["data"] if t.get(f"{axis}axis", axis) == ref]
+
+
 def test_home_lists_objectives_with_relative_cells_and_filters(client, board):
     make_objective("mine", GCE, builtin=False)
     html = client.get("/").content.decode()
@@ -83,14 +92,17 @@ def test_suite_page_table_plots_and_exports(client, board):
     assert "/export/noisy-labels/csv?variant=sym-0.4" in html
     assert "/export/noisy-labels/tex?variant=sym-0.4" in html
     assert "/static/vendor/plotly.min.js" in html and "cdn" not in html.lower()
-    strip = _json_script(html, "strip-data")
-    assert [o["label"] for o in strip["objectives"]] == ["gce", "mae", "ce"]
-    assert strip["objectives"][0]["values"] == GCE["sym-0.4"]
+    strip = _json_script(html, "strip-data")  # the figure, drawn ×100 as the table shows
+    assert [t["name"] for t in strip["data"]] == ["gce ★", "mae", "ce"]
+    assert GCE["sym-0.4"] == [0.90, 0.93, 0.91, 0.92]
+    assert strip["data"][0]["x"] == [90, 93, 91, 92]
+    assert strip["layout"]["xaxis"]["title"]["text"] == \
+        "clean test accuracy (last epoch) (%) — higher is better"
     family = _json_script(html, "family-data")
-    sym = next(f for f in family["families"] if f["name"] == "digits/symmetric")
-    assert {line["label"] for line in sym["lines"]} == {"gce", "mae", "ce"}
-    assert sym["lines"][0]["x"] == [0.0, 0.2, 0.4, 0.6]
-    assert [m is None for m in sym["lines"][0]["mean"]] == [False, True, False, True]
+    sym = [t for t in panel(family, "digits/symmetric") if t.get("fill") != "toself"]
+    assert {t["name"] for t in sym} == {"gce", "mae", "ce"}
+    assert sym[0]["x"] == [0.0, 0.2, 0.4, 0.6]
+    assert [m is None for m in sym[0]["y"]] == [False, True, False, True]
     default = client.get("/suites/noisy-labels/").content.decode()
     assert "<h2>clean" in default  # the first default variant with results
     assert client.get("/suites/noisy-labels/?variant=sym-0.4&kind=submitted&show=all"
@@ -132,13 +144,14 @@ def test_suite_page_across_variants_marks_the_worst_variant(client, board):
 def test_suite_page_heatmap_and_across_variants_when_lower_is_better(client, monkeypatch):
     with_fake_suite(monkeypatch)
     html = client.get("/suites/fake-regression/?variant=out-0.4").content.decode()
-    heat = _json_script(html, "heatmap-data")
-    assert heat["objectives"] == ["huber", "mse"]  # out-0.4's table: RMSE 0.875 < 0.9
+    (heat,) = _json_script(html, "heatmap-data")["data"]
+    assert heat["y"] == ["huber", "mse"]  # out-0.4's table: RMSE 0.875 < 0.9
     expected = [[sum(p[k] for p in values["out-0.4"]) / 2 for k in (0, 1)]
                 for values in (FAKE_HUBER, FAKE_MSE)]
     assert [[round(x, 6) for x in row] for row in heat["z"]] == \
-        [[round(x, 6) for x in row] for row in expected]
-    assert heat["columns"] == ["RMSE", "MAE"] and heat["spec"]["better"] == "lower"
+        [[round(x, 6) for x in row] for row in expected]  # not a percent: not ×100
+    assert heat["x"] == ["RMSE", "MAE"] and heat["reversescale"] is True  # lower is better
+    assert heat["colorbar"]["title"]["text"] == "lower is better"
     assert 'data-plot="heatmap"' in html
     rows = _across_rows(html)
     assert list(rows) == ["huber", "mse"]  # mean RMSE 0.725 < 0.867
@@ -164,14 +177,22 @@ def test_objective_page_shows_numbers_curves_and_public_code(client, board):
     assert "The gce objective." in html and "Built-in baseline" in html
     assert 'class="code highlight"' in html and "classification_loss" in html
     assert 'id="variants-noisy-labels"' in html and "sym-0.4" in html
+    assert 'Curves <span class="muted small">clean</span>' in html
     curves = _json_script(html, "curves-data-noisy-labels")
-    assert curves["variant"] == "clean"
-    assert set(curves["by_label"]) == {"gce", "ce"}
-    assert curves["by_label"]["gce"]["curves"]["train_loss"]["seeds"]["0"] == [2.0, 1.0, 0.5]
+    assert {t["name"] for t in curves["data"] if t.get("name", "").endswith(" mean")} == \
+        {"gce mean", "ce mean"}
+    loss = {t.get("name"): t for t in panel(curves, "training loss", axis="y")}
+    assert loss["gce seed 0"]["y"] == [2.0, 1.0, 0.5]
+    assert loss["gce seed 0"]["visible"] == "legendonly"
+    accuracy = {t.get("name"): t for t in panel(curves, "accuracy (%)", axis="y")}
+    assert accuracy["gce mean"]["y"][-1] == 96.5  # clean: the mean of 0.96, 0.97, 0.97, 0.96
     family = _json_script(html, "family-noisy-labels")
-    assert family["families"]
+    assert family["data"] and "noise rate" in family["layout"]["xaxis"]["title"]["text"]
     other = client.get("/objectives/gce/?curves-noisy-labels=sym-0.4").content.decode()
-    assert _json_script(other, "curves-data-noisy-labels")["variant"] == "sym-0.4"
+    assert 'Curves <span class="muted small">sym-0.4</span>' in other
+    accuracy = {t.get("name"): t for t in panel(_json_script(other, "curves-data-noisy-labels"),
+                                            "accuracy (%)", axis="y")}
+    assert accuracy["gce mean"]["y"][-1] == 91.5  # sym-0.4: 0.90, 0.93, 0.91, 0.92
     assert 'action="/objectives/gce/compare/"' in html
     assert '<option value="ce" selected>' in html  # compare with the reference by default
 
@@ -199,7 +220,10 @@ def test_compare_page_is_paired(client, board):
     assert "gce better by (pp)" in html
     assert 'id="compare-table"' in html and "gce better" in html
     forest = _json_script(html, "forest-data")
-    assert forest["a"]["slug"] == "gce" and len(forest["rows"]) == 2
+    assert forest["layout"]["xaxis"]["title"]["text"] == "gce better than mae by (pp)"
+    seeds, mean = forest["data"]
+    assert mean["y"] == ["clean", "sym-0.4"]
+    assert seeds["x"][:4] == pytest.approx([6, 6, 8, 6])  # clean: gce − mae per seed, in pp
     assert client.get("/objectives/gce/compare/?with=mae").status_code == 200  # default suite
     assert client.get("/objectives/gce/compare/").status_code == 404
     assert client.get("/objectives/gce/compare/?with=nope").status_code == 404
@@ -286,3 +310,38 @@ def test_the_home_page_marks_unranked_objectives_provisional_and_says_why(client
     # the board's objectives cover 2 of the 4 ranked variants: none is ranked yet
     assert html.count('class="muted provisional"') == 3
     assert "ranked on clean, sym-0.4, sym-0.6, asym-0.4 with 3 or more seeds each" in html
+
+
+def test_a_plot_is_written_as_its_compact_figure_and_a_broken_one_spares_the_page(caplog):
+    from django.template import Context, Template
+
+    from harness import figures
+
+    template = Template('{% include "webapp/includes/plot.html" with id="p" kind=kind '
+                        'data=data label="a plot" %}')
+    payload = {"objects": [1]}  # what the variance plot needs is missing
+    html = template.render(Context({"kind": "variance", "data": payload}))
+    assert 'data-plot="variance"' in html and 'data-source="p"' in html
+    assert '<script id="p" type="application/json">null</script>' in html  # "not drawn"
+    assert "the variance figure could not be built" in caplog.text
+    profile = {"variants": ["a"], "tau": [0.0, 0.5], "objectives": [
+        {"label": "<b>x</b>", "is_reference": False, "rho": [0.5, 1.0]}]}
+    html = template.render(Context({"kind": "profile", "data": profile}))
+    written = _json_script(html, "p")
+    assert written == json.loads(json.dumps(figures.build("profile", profile)))
+    body = html.split('type="application/json">')[1]
+    assert ", " not in body.split('"hovertemplate"')[0]  # no spaces between numbers
+    assert "\\u003Cb\\u003E" not in body  # no raw tag, even inside the script
+    assert written["data"][0]["name"] == "&lt;b&gt;x&lt;/b&gt;"  # plotly shows <b>x</b>
+
+
+def test_compact_json_script_escapes_as_json_script_does():
+    from django.utils.html import json_script
+
+    from webapp.templatetags.board import compact_json_script
+
+    value = {"a": "</script><script>alert(1)</script> & <!--", "b": [1.5, None]}
+    html = str(compact_json_script(value, "x"))
+    assert html.count("</script>") == 1 and "<!--" not in html and "<script>" not in html
+    assert _json_script(html, "x") == value
+    assert html == str(json_script(value, "x")).replace(", ", ",").replace(": ", ":")

@@ -95,9 +95,10 @@ def test_the_suite_page_shows_both_for_ranked_objectives(client):
     from tests.test_pages import _json_script
 
     profiles = _json_script(html, "profiles-data")
-    assert [o["label"] for o in profiles["objectives"]] == ["gce", "mae", "ce"]
-    assert profiles["variants"] == list(ranked)
+    assert [t["name"] for t in profiles["data"]] == ["gce", "mae", "ce"]
+    assert "ranked variants (clean, sym-0.4, sym-0.6, asym-0.4)" in html
     cd = _json_script(html, "cd-data")
-    assert [o["label"] for o in cd["objectives"]][0] == "gce"
+    assert cd["data"][0]["y"][0] == "gce"  # best mean rank on top
+    assert cd["data"][1]["name"] == "critical difference 1.66"
     assert "critical difference at α = 0.05 is <strong>1.66</strong>" in html.replace(
         "Nemenyi's critical difference", "critical difference")

@@ -279,8 +279,8 @@ def test_the_suite_and_objective_pages_show_the_scenarios_own_numbers(client):
     iid = headers(iid_html)
     assert "held-out (%)" in iid and not any(h.startswith("sev ") for h in iid)
     heat = jsonlib.loads(re.search(r'<script[^>]*id="heatmap-data"[^>]*>(.*?)</script>',
-                                   iid_html, re.S).group(1))
-    assert len(heat["columns"]) == 15 and heat["objectives"] == ["tent", "source"]
+                                   iid_html, re.S).group(1))["data"][0]
+    assert len(heat["x"]) == 15 and heat["y"] == ["tent", "source"]
     slug = ObjectiveVersion.objects.filter(objective__name="tent").get().objective.slug
     objective_html = page(f"/objectives/{slug}/")
     assert "online error along the stream" in objective_html

@@ -1,6 +1,7 @@
-"""Plot data for the pages, shaped from the suite's declarations (``webapp/static/webapp/
-plots.js`` draws it): every value stays in its metric's unit and every axis is labelled by
-what the suite declared (``Suite.curves``, ``scatters``, ``reliability``, ``variant_axis``).
+"""Plot data for the pages, shaped from the suite's declarations (:mod:`harness.figures`
+builds each plot's plotly figure from it, for the pages and for notebooks): every value
+stays in its metric's unit and every axis is labelled by what the suite declared
+(``Suite.curves``, ``scatters``, ``reliability``, ``variant_axis``).
 
 - strip: per-seed headline values of a variant's objectives;
 - family: the headline across a family of variants (same config but the declared numeric
