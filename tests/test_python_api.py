@@ -227,7 +227,7 @@ def test_a_run_gives_tables_frames_and_figures(db, tmp_path, monkeypatch):
     # figures: plotly objects of the pages' plots, for these objectives
     strip = res.figure("strip")
     assert type(strip).__name__ == "Figure"
-    assert sorted(t.name for t in strip.data) == ["ce", "scaled_ce(scale=0.5)"]
+    assert sorted(t.name.rstrip(" ★") for t in strip.data) == ["ce", "scaled_ce(scale=0.5)"]
     shown = sorted(v for t in strip.data if t.name.startswith("scaled") for v in t.x)
     assert shown == pytest.approx(sorted(100 * v for v in stored.values()))  # % as tables
     assert res.figure("curves").data and versus.figure().data
