@@ -25,15 +25,22 @@ FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", 
 
 
 def fingerprint() -> str:
-    """torch's CPU capability and the instruction-set flags the math libraries dispatch on."""
+    """The CPU's vendor (the math libraries take other kernels on AMD than on Intel with
+    the same flags: an AMD EPYC with AVX2 computes other last bits than the Intel AVX2
+    machine of the original set), torch's CPU capability and the instruction-set flags
+    the math libraries dispatch on."""
     import torch
 
-    try:
-        flags = set(next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                         if line.startswith("flags")).split(":", 1)[1].split())
-    except (OSError, StopIteration):
-        flags = set()
-    return "+".join([torch.backends.cpu.get_cpu_capability().lower(),
+    def field(name: str) -> str:
+        try:
+            return next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                        if line.startswith(name)).split(":", 1)[1]
+        except (OSError, StopIteration):
+            return ""
+
+    flags = set(field("flags").split())
+    return "+".join([field("vendor_id").strip() or "unknown",
+                     torch.backends.cpu.get_cpu_capability().lower(),
                      *(f for f in FLAGS if f in flags)])
 
 
