@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from functools import wraps
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -43,14 +45,29 @@ def _not_allowed(request: HttpRequest, allowed: str) -> HttpResponse:
     return response
 
 
-@csrf_exempt  # a token, not a cookie, authenticates it: no cross-site request can forge one
-def create(request: HttpRequest) -> HttpResponse:
+def token_view(*methods: str) -> Callable:
+    """A view for ``Bearer`` token holders, called with the token's user: another method
+    is a 405 naming ``methods``, a missing or bad token a 401. CSRF-exempt: a token, not a
+    cookie, authenticates it, so no cross-site request can forge one."""
+    allowed = ", ".join(methods)
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @csrf_exempt
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if request.method not in methods:
+                return _not_allowed(request, allowed)
+            user, refused = _authenticated(request)
+            if refused:
+                return refused
+            return view(request, user, *args, **kwargs)
+        return wrapper
+    return decorate
+
+
+@token_view("POST")
+def create(request: HttpRequest, user) -> HttpResponse:
     """POST /api/uploads: a JSON body (``webapp.uploads.parse``), ``Bearer`` token."""
-    if request.method != "POST":
-        return _not_allowed(request, "POST")
-    user, refused = _authenticated(request)
-    if refused:
-        return refused
     limit = settings.MAX_UPLOAD_BYTES
     try:
         length = int(request.headers.get("Content-Length") or 0)
@@ -83,14 +100,9 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-@csrf_exempt
-def detail(request: HttpRequest, pk: str) -> HttpResponse:
+@token_view("GET", "HEAD")
+def detail(request: HttpRequest, user, pk: str) -> HttpResponse:
     """GET /api/uploads/{id}: the upload's state, for its owner (``Bearer`` token)."""
-    if request.method not in ("GET", "HEAD"):
-        return _not_allowed(request, "GET, HEAD")
-    user, refused = _authenticated(request)
-    if refused:
-        return refused
     upload = Upload.objects.filter(pk=int(pk), owner=user).first() if len(pk) < 19 else None
     if upload is None:
         return _error(404, f"you have no upload {pk}")
@@ -102,14 +114,9 @@ def detail(request: HttpRequest, pk: str) -> HttpResponse:
 VERSION_KEY = re.compile(r"[0-9a-f]{64}")
 
 
-@csrf_exempt
-def row_key(request: HttpRequest, version_key: str) -> HttpResponse:
+@token_view("GET", "HEAD")
+def row_key(request: HttpRequest, user, version_key: str) -> HttpResponse:
     """GET /api/row-keys/{version_key}: this server's row-order key for that version."""
-    if request.method not in ("GET", "HEAD"):
-        return _not_allowed(request, "GET, HEAD")
-    user, refused = _authenticated(request)
-    if refused:
-        return refused
     if not VERSION_KEY.fullmatch(version_key):
         return _error(400, "version_key must be 64 lowercase hex digits (a sha256)")
     from harness.remote import version_row_key
