@@ -143,7 +143,8 @@ class Results:
         without metrics (failed, killed) is one row with no metric, so its status shows."""
         import pandas as pd
 
-        from webapp.models import Cell, Metric
+        from webapp import storage
+        from webapp.models import Cell
 
         cells = Cell.objects.filter(suite=self.suite.name, suite_version=self.suite.version,
                                     version__in=self._chosen())
@@ -152,15 +153,12 @@ class Results:
         cells = list(cells.values_list("id", "version__objective__slug", "version__label",
                                        "variant", "seed", "status").order_by(
             "version__label", "variant", "seed"))
-        metrics: dict[int, list[tuple[str, float]]] = {}
-        for cell_id, name, value in Metric.objects.filter(
-                cell_id__in=[c[0] for c in cells]).order_by("name").values_list(
-                "cell_id", "name", "value"):
-            metrics.setdefault(cell_id, []).append((name, value))
+        metrics = storage.metrics_of(c[0] for c in cells)
         records = []
         for cell_id, slug, label, variant, seed, status in cells:
             base = (slug, label, self.suite.name, self.suite.version, variant, seed)
-            for name, value in metrics.get(cell_id) or [(None, float("nan"))]:
+            stored = metrics.get(cell_id, {})
+            for name, value in stored.items() if stored else [(None, float("nan"))]:
                 records.append((*base, name, value, status))
         return pd.DataFrame.from_records(records, columns=list(TIDY_COLUMNS))
 
@@ -264,7 +262,15 @@ class Results:
         return payload
 
     def _first_variant(self) -> str:
-        order = self.tables().drawn
+        """The first variant (in the requested or the suite's order) with finished cells."""
+        from webapp.models import Cell
+
+        ran = set(Cell.objects.filter(
+            suite=self.suite.name, suite_version=self.suite.version,
+            version__in=self._chosen(), status__in=Cell.FINISHED,
+        ).values_list("variant", flat=True).distinct())
+        order = [v for v in self.variants or [v.name for v in self.suite.variants]
+                 if v in ran]
         if not order:
             raise ValueError(f"no finished cells of {self!r}")
         return order[0]

@@ -65,15 +65,20 @@ def metrics_and_curves(cell_ids: Iterable[int]) -> tuple[dict[int, dict[str, flo
                                                          dict[int, dict[str, list]]]:
     """({cell id: {metric: value}}, {cell id: {curve: values}}), one query each."""
     ids = list(cell_ids)
-    metrics: dict[int, dict[str, float]] = {}
     curves: dict[int, dict[str, list]] = {}
-    for cell_id, name, value in Metric.objects.filter(cell_id__in=ids).values_list(
-            "cell_id", "name", "value"):
-        metrics.setdefault(cell_id, {})[name] = value
     for cell_id, name, values in Curve.objects.filter(cell_id__in=ids).values_list(
             "cell_id", "name", "values"):
         curves.setdefault(cell_id, {})[name] = values
-    return metrics, curves
+    return metrics_of(ids), curves
+
+
+def metrics_of(cell_ids: Iterable[int]) -> dict[int, dict[str, float]]:
+    """{cell id: {metric: value}} (metrics in name order), one query."""
+    metrics: dict[int, dict[str, float]] = {}
+    for cell_id, name, value in Metric.objects.filter(cell_id__in=list(cell_ids)).order_by(
+            "cell_id", "name").values_list("cell_id", "name", "value"):
+        metrics.setdefault(cell_id, {})[name] = value
+    return metrics
 
 
 def held_out_cells() -> Q:
