@@ -117,6 +117,31 @@ class Curve(models.Model):
         constraints = [models.UniqueConstraint(fields=["cell", "name"], name="unique_curve")]
 
 
+class CellTally(models.Model):
+    """Finished cells per (suite version, variant, objective version) and a counter of their
+    changes, kept by database triggers on the cell table (migration 0008), so that every
+    write path (the ORM, bulk updates, deletes, COPY) keeps it exact.
+
+    ``finished`` counts cells in a :attr:`Cell.FINISHED` status; ``changes`` grows by one
+    whenever such a cell is stored, changed, deleted or leaves a finished status, and never
+    goes back: ``(sum(finished), sum(changes))`` over some tallies is a change signal for
+    the results they cover that costs a few rows to read instead of an aggregate over the
+    cells. ``version_id`` is a plain integer: a tally outlives a deleted version (its
+    ``finished`` drops to 0) so its counter keeps growing if the row is ever reused.
+    """
+
+    suite = models.CharField(max_length=50)
+    suite_version = models.CharField(max_length=20)
+    variant = models.CharField(max_length=100)
+    version_id = models.IntegerField()
+    finished = models.IntegerField(default=0)
+    changes = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(
+            fields=["suite", "suite_version", "variant", "version_id"], name="unique_cell_tally")]
+
+
 class FactorialCell(models.Model):
     """A cell of a factorial run (``harness run --factorial``): the seed streams at one
     level each (``harness.seeding.factorial_seed``). Not a replicate seed, so on no

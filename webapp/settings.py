@@ -150,3 +150,7 @@ HARNESS_MAX_ATTEMPTS = int(os.environ.get("HARNESS_MAX_ATTEMPTS") or 3)
 # (a broker that lost its messages).
 HARNESS_REAP_INTERVAL = float(os.environ.get("HARNESS_REAP_INTERVAL") or 30)
 HARNESS_REQUEUE_AFTER = float(os.environ.get("HARNESS_REQUEUE_AFTER") or 300)
+
+# After cells land, the writer renders again the suite's (and the home page's) most recently
+# built page bodies, this many of each (webapp/rendered.py); 0 leaves them to their readers.
+HARNESS_REFRESH_PAGES = int(os.environ.get("HARNESS_REFRESH_PAGES") or 4)

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -160,6 +161,10 @@ def factorial_scores(suite: Suite, variant: str, metric: str, *,
 # Stored output is already truncated by the sandbox; this only bounds a row's size.
 MAX_CAPTURED_CHARS = 100_000
 
+# Sent once the transaction that stored finished cells committed (``suite``, ``version``,
+# ``variants``): the web app renders again the pages people read (webapp/rendered.py).
+cells_landed = Signal()
+
 Claim = dict[int, int]  # cell id -> the attempt number under which this worker holds it
 
 
@@ -210,6 +215,10 @@ def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[Cel
         Curve.objects.bulk_create(Curve(cell=cell, name=k, values=finite_or_none(list(v)))
                                   for k, v in r.curves.items())
         count += 1
+    if count:
+        variants = sorted({r.variant for r in results})
+        transaction.on_commit(lambda: cells_landed.send(
+            sender=Cell, suite=suite, version=version, variants=variants))
     return count
 
 

@@ -16,25 +16,30 @@ suites' declarations (:mod:`harness.suite`) and cached (:mod:`~webapp.leaderboar
 """
 
 from webapp.leaderboard.lookup import KINDS, NotFound
-from webapp.leaderboard.pages import suite_page
+from webapp.leaderboard.pages import SuiteView, suite_page, suite_view
 from webapp.leaderboard.plots import family_plot, family_series, strip_plot, variant_axis
 from webapp.leaderboard.profiles import (
+    ObjectiveView,
     compare,
     objective_choices,
     objective_profile,
     objective_suites,
+    objective_view,
 )
 from webapp.leaderboard.tables import (
     RANK_METHOD,
+    HomeView,
     export_tables,
     home_table,
+    home_view,
     suite_summary,
     table_page,
     variant_table,
     visible_rows,
 )
 
-__all__ = ["KINDS", "RANK_METHOD", "NotFound", "compare", "export_tables", "family_plot",
-           "family_series", "home_table", "objective_choices", "objective_profile",
-           "objective_suites", "strip_plot", "suite_page", "suite_summary", "variant_axis",
-           "table_page", "variant_table", "visible_rows"]
+__all__ = ["KINDS", "RANK_METHOD", "HomeView", "NotFound", "ObjectiveView", "SuiteView",
+           "compare", "export_tables", "family_plot", "family_series", "home_table",
+           "home_view", "objective_choices", "objective_profile", "objective_suites",
+           "objective_view", "strip_plot", "suite_page", "suite_summary", "suite_view",
+           "table_page", "variant_axis", "variant_table", "visible_rows"]

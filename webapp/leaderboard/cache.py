@@ -1,10 +1,12 @@
 """Computed payloads, cached in :class:`~webapp.models.TableCache` and revalidated cheaply.
 
 A payload is stored under a key with a *fingerprint* of the cells it depends on:
-``count:max(id):max(finished_at)`` of the finished cells of a suite version (or of one
-variant). A page first runs one aggregate query for every fingerprint it needs, then reads
-all its payloads in one query; a changed fingerprint (a cell landed, was rerun or deleted)
-recomputes that payload and stores it. Computing the fingerprint *before* the payload
+``finished:changes`` summed over the :class:`~webapp.models.CellTally` rows of a suite
+version (or of one variant, or one objective version), which database triggers keep as
+cells are written. A page first reads the tallies for every fingerprint it needs (a few
+rows per variant, not an aggregate over the cells), then all its payloads in one query; a
+changed fingerprint (a cell landed, was rerun or deleted) recomputes that payload and
+stores it. Computing the fingerprint *before* the payload
 means a cell that lands meanwhile can only make the stored entry look stale, never fresh.
 Keys carry a hash of the code that computes payloads (this package, the tables, the
 statistics) and of every registered suite's declaration, so a deploy that changes how
@@ -27,13 +29,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Max
+from django.db.models import Sum
 
 from harness.jsonsafe import finite_or_none
 from harness.suite import Suite
-from webapp.models import Cell, TableCache
+from webapp.models import CellTally, TableCache
 
-EMPTY = "0:0:-"
+EMPTY = "0:0"
 
 
 def _code_version() -> str:
@@ -49,21 +51,25 @@ def _code_version() -> str:
 PAYLOAD_VERSION = _code_version()
 
 
-def fingerprint(n: int, top: int | None, last) -> str:
-    return f"{n}:{top or 0}:{last.isoformat() if last else '-'}"
+def fingerprint(finished: int, changes: int) -> str:
+    return f"{finished}:{changes}"
 
 
 def combine(parts: Iterable[str]) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:40]
 
 
+def tallies(*group: str, **where) -> list[dict]:
+    """``finished`` and ``changes`` summed over the tallies matching ``where``, per
+    ``group`` fields: one query over the tally table (one row per version and variant)."""
+    return list(CellTally.objects.filter(**where).values(*group).order_by()
+                .annotate(n=Sum("finished"), c=Sum("changes")))
+
+
 def suite_fingerprints(suite: Suite) -> tuple[str, dict[str, str]]:
-    """(suite fingerprint, {variant: fingerprint}) of finished cells, one aggregate query."""
-    agg = list(Cell.objects.filter(suite=suite.name, suite_version=suite.version,
-                                   status__in=Cell.FINISHED)
-               .values("variant").order_by()
-               .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at")))
-    return _combined(agg)
+    """(suite fingerprint, {variant: fingerprint}) of finished cells, one query; a variant
+    without finished cells is not in the dict."""
+    return _combined(tallies("variant", suite=suite.name, suite_version=suite.version))
 
 
 def all_fingerprints() -> dict[tuple[str, str], str]:
@@ -74,22 +80,19 @@ def all_fingerprints() -> dict[tuple[str, str], str]:
 def all_variant_fingerprints() -> dict[tuple[str, str], tuple[str, dict[str, str]]]:
     """{(suite, suite version): (fingerprint, {variant: fingerprint})}, one query: what
     :func:`suite_fingerprints` gives, for every suite at once."""
-    agg = (Cell.objects.filter(status__in=Cell.FINISHED)
-           .values("suite", "suite_version", "variant").order_by()
-           .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at")))
     groups: dict[tuple[str, str], list[dict]] = {}
-    for a in agg:
+    for a in tallies("suite", "suite_version", "variant"):
         groups.setdefault((a["suite"], a["suite_version"]), []).append(a)
     return {k: _combined(rows) for k, rows in groups.items()}
 
 
 def _combined(agg: list[dict]) -> tuple[str, dict[str, str]]:
-    per_variant = {a["variant"]: fingerprint(a["n"], a["top"], a["last"]) for a in agg}
+    # a variant whose cells were all deleted or rerun keeps a tally (its changes count),
+    # but has no results: it is left out of the per-variant dict, not out of the sum
+    per_variant = {a["variant"]: fingerprint(a["n"], a["c"]) for a in agg if a["n"]}
     if not agg:
         return EMPTY, {}
-    lasts = [a["last"] for a in agg if a["last"] is not None]
-    return fingerprint(sum(a["n"] for a in agg), max(a["top"] for a in agg),
-                       max(lasts) if lasts else None), per_variant
+    return fingerprint(sum(a["n"] for a in agg), sum(a["c"] for a in agg)), per_variant
 
 
 Stored = dict[str, tuple[str, dict]]  # key -> (fingerprint, payload)

@@ -3,6 +3,8 @@ every objective across the default variants."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from harness.suite import Suite
 from webapp.leaderboard import cache, plots, ranking
 from webapp.leaderboard.lookup import check_kind, suite_meta, suite_of, variant_of
@@ -10,9 +12,55 @@ from webapp.leaderboard.state import SuiteState, state_of
 from webapp.leaderboard.tables import summaries, variant_tables_cached, visible_rows
 
 
+@dataclass
+class SuiteView:
+    """Which suite-page view a request asks for, resolved cheaply (one tally query): the
+    payload itself is read (or built) by :meth:`payload`, so a caller holding something
+    rendered from it can check ``key`` and ``fingerprint`` first."""
+
+    state: SuiteState
+    variant: str
+    kind: str
+    limit: int | None
+    variants: list[dict]
+
+    @property
+    def key(self) -> str:
+        s = self.state.suite
+        return cache.key("suite-page", s.name, s.version, self.variant, self.kind, self.limit)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.state.fingerprint
+
+    def payload(self) -> dict:
+        view = cache.cached([(self.key, self.fingerprint, lambda: _build_view(
+            self.state, self.variant, self.kind, self.limit))])[0]
+        return {"suite": suite_meta(self.state.suite), "variants": self.variants,
+                "variant": self.variant, **view}
+
+
+def suite_view(suite: Suite | str, variant: str | None = None, *, kind: str = "all",
+               limit: int | None = None) -> SuiteView:
+    """The view :func:`suite_page` would return, not yet read: the chosen variant (default:
+    the first default variant with results) and the variants with their cell counts."""
+    suite = suite_of(suite)
+    check_kind(kind)
+    state = state_of(suite)
+    variants = [{"name": v.name, "description": v.description, "default": v.default,
+                 "cells": int(state.per_variant.get(v.name, cache.EMPTY).split(":")[0])}
+                for v in suite.variants]
+    if variant is None:
+        with_results = [v["name"] for v in variants if v["cells"]]
+        defaults = [v for v in suite.default_variants if v in with_results]
+        variant = (defaults or with_results or [suite.variants[0].name])[0]
+    variant_of(suite, variant)
+    return SuiteView(state, variant, kind, limit, variants)
+
+
 def suite_page(suite: Suite | str, variant: str | None = None, *, kind: str = "all",
                limit: int | None = None) -> dict:
-    """What the suite page shows, from one fingerprint query and one cache read: suite
+    """What the suite page shows, from one tally query and one cache read: suite
     metadata, the variants with their cell counts, the chosen variant (default: the first
     default variant with results), its table reduced to :func:`visible_rows` (``rows``;
     ``total_rows`` counts all), the strip-plot, family-plot and heatmap data of those rows,
@@ -21,21 +69,7 @@ def suite_page(suite: Suite | str, variant: str | None = None, *, kind: str = "a
     The reduced view is cached per (variant, kind, limit) on the suite's fingerprint; on a
     miss it is cut from the cached full tables, summary and family series.
     """
-    suite = suite_of(suite)
-    check_kind(kind)
-    state = state_of(suite)
-    suite_fp, per_variant = state.fingerprint, state.per_variant
-    variants = [{"name": v.name, "description": v.description, "default": v.default,
-                 "cells": int(per_variant.get(v.name, cache.EMPTY).split(":")[0])}
-                for v in suite.variants]
-    if variant is None:
-        with_results = [v["name"] for v in variants if v["cells"]]
-        defaults = [v for v in suite.default_variants if v in with_results]
-        variant = (defaults or with_results or [suite.variants[0].name])[0]
-    variant_of(suite, variant)
-    key = cache.key("suite-page", suite.name, suite.version, variant, kind, limit)
-    view = cache.cached([(key, suite_fp, lambda: _build_view(state, variant, kind, limit))])[0]
-    return {"suite": suite_meta(suite), "variants": variants, "variant": variant, **view}
+    return suite_view(suite, variant, kind=kind, limit=limit).payload()
 
 
 def across(summary: dict, *, kind: str = "all", limit: int | None = None) -> dict:

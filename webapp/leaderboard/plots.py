@@ -281,13 +281,9 @@ def profile_curves(obj: Objective, suites: list[Suite], numbers: dict,
                    wanted: str | Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """{suite: {variant: curves}} for the requested variants, cached per (objective,
     suite, variant) with the suite's and the objective's own cell fingerprints."""
-    from django.db.models import Count, Max
-
-    own = {(a["suite"], a["suite_version"], a["variant"]):
-           cache.fingerprint(a["n"], a["top"], a["last"])
-           for a in Cell.objects.filter(version__objective=obj, status__in=Cell.FINISHED)
-           .values("suite", "suite_version", "variant").order_by()
-           .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at"))}
+    own = {(a["suite"], a["suite_version"], a["variant"]): cache.fingerprint(a["n"], a["c"])
+           for a in cache.tallies("suite", "suite_version", "variant",
+                                  version_id__in=obj.versions.values("pk"))}
     by_name = {s.name: s for s in suites}
     items, where = [], []
     for entry in numbers["suites"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Exists, OuterRef
@@ -23,6 +24,84 @@ from webapp.leaderboard.tables import (
 from webapp.models import Cell, Objective, ObjectiveVersion
 
 
+@dataclass
+class ObjectiveView:
+    """An objective's page as a viewer may see it, resolved cheaply (the objective, its
+    versions, one tally query); the numbers are read (or built) by :meth:`payload`."""
+
+    obj: Objective
+    versions: list[ObjectiveVersion]
+    mine: bool
+    states: list[SuiteState]
+    curves: str | Mapping[str, str] | None
+
+    @property
+    def code_visible(self) -> bool:
+        return self.obj.visibility == Objective.PUBLIC or self.mine
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes with any result of any suite and with what the page says about the
+        objective and its versions (not with who the viewer is, beyond seeing the code)."""
+        o = self.obj
+        about = [o.slug, o.name, o.description, o.paper_url, o.visibility, o.is_builtin,
+                 o.owner.get_username() if o.owner else "", self.code_visible,
+                 repr(sorted(self.curves.items()) if isinstance(self.curves, Mapping)
+                      else self.curves)]
+        about += [f"{v.pk}:{v.label}:{v.code_sha256}:{sorted(v.hyperparameters.items())}"
+                  for v in self.versions]
+        return cache.combine([*(s.fingerprint for s in self.states), *map(str, about)])
+
+    def payload(self) -> dict:
+        obj, versions, states = self.obj, self.versions, self.states
+        suites = [s.suite for s in states]
+        fps = {(s.suite.name, s.suite.version): s.fingerprint for s in states}
+        fingerprint = cache.combine(s.fingerprint for s in states)
+        key = cache.key("profile", obj.pk)
+        stored = cache.read([key])
+        numbers = cache.cached([(key, fingerprint, lambda: _build_profile(
+            obj, states, (stored.get(key) or (None, None))[1]))], stored)[0]
+        curve_data: dict[str, dict[str, Any]] = {}
+        if self.curves is not None and numbers["suites"]:
+            curve_data = plots.profile_curves(obj, suites, numbers, fps, self.curves)
+        by_name = {s.name: s for s in suites}
+        newest = versions[0] if versions else None
+        return {
+            "slug": obj.slug, "name": obj.name, "description": obj.description,
+            "paper_url": obj.paper_url or None,
+            "owner": obj.owner.get_username() if obj.owner else None,
+            "is_builtin": obj.is_builtin, "visibility": obj.visibility,
+            "created": obj.created.isoformat(), "viewer_is_owner": self.mine,
+            "code_visible": self.code_visible,
+            "code": newest.code if newest is not None and self.code_visible else None,
+            "versions": [{"id": v.pk, "label": v.label, "hyperparameters": v.hyperparameters,
+                          "code_sha256": v.code_sha256, "created": v.created.isoformat()}
+                         for v in versions],
+            "suites": [{**{k: x for k, x in s.items() if k != "_parts"},
+                        "rows": [r for name in s["variants"] for r in s["_parts"][name]["rows"]],
+                        "curves": curve_data.get(s["suite"], {}),
+                        "reliability": {v: plots.reliability(by_name[s["suite"]], c)
+                                        for v, c in curve_data.get(s["suite"], {}).items()}}
+                       for s in numbers["suites"]],
+        }
+
+
+def objective_view(slug: str, viewer=None, *,
+                   curves: str | Mapping[str, str] | None = "all") -> ObjectiveView:
+    """The page :func:`objective_profile` would return, not yet read. Raises
+    :class:`NotFound` for an unknown objective or one the viewer may not see."""
+    try:
+        obj = Objective.objects.select_related("owner").get(slug=slug)
+    except Objective.DoesNotExist:
+        raise NotFound(f"no objective {slug!r}") from None
+    if Objective.objects.filter(pk=obj.pk, pk__in=storage.unlisted_objectives(viewer)).exists():
+        raise NotFound(f"no objective {slug!r}")  # uploads not verified: the owner's only
+    versions = list(obj.versions.order_by("-created", "-id"))
+    mine = bool(viewer is not None and getattr(viewer, "is_authenticated", False)
+                and obj.owner_id is not None and viewer.pk == obj.owner_id)
+    return ObjectiveView(obj, versions, mine, states_of(all_suites()), curves)
+
+
 def objective_profile(slug: str, viewer=None, *,
                       curves: str | Mapping[str, str] | None = "all") -> dict:
     """An objective's page: metadata, code (only if public or ``viewer`` owns it, else
@@ -35,46 +114,7 @@ def objective_profile(slug: str, viewer=None, *,
     ``high``) over seeds at each point, its ``x`` values, and every seed's values
     (``seeds``); diverged seeds are truncated at divergence and listed in ``diverged``.
     """
-    try:
-        obj = Objective.objects.select_related("owner").get(slug=slug)
-    except Objective.DoesNotExist:
-        raise NotFound(f"no objective {slug!r}") from None
-    if Objective.objects.filter(pk=obj.pk, pk__in=storage.unlisted_objectives(viewer)).exists():
-        raise NotFound(f"no objective {slug!r}")  # uploads not verified: the owner's only
-    versions = list(obj.versions.order_by("-created", "-id"))
-    owner = obj.owner.get_username() if obj.owner else None
-    mine = bool(viewer is not None and getattr(viewer, "is_authenticated", False)
-                and obj.owner_id is not None and viewer.pk == obj.owner_id)
-    code_visible = obj.visibility == Objective.PUBLIC or mine
-    suites = all_suites()
-    states = states_of(suites)
-    fps = {(s.suite.name, s.suite.version): s.fingerprint for s in states}
-    fingerprint = cache.combine(s.fingerprint for s in states)
-    key = cache.key("profile", obj.pk)
-    stored = cache.read([key])
-    numbers = cache.cached([(key, fingerprint, lambda: _build_profile(
-        obj, states, (stored.get(key) or (None, None))[1]))], stored)[0]
-    curve_data: dict[str, dict[str, Any]] = {}
-    if curves is not None and numbers["suites"]:
-        curve_data = plots.profile_curves(obj, suites, numbers, fps, curves)
-    by_name = {s.name: s for s in suites}
-    newest = versions[0] if versions else None
-    return {
-        "slug": obj.slug, "name": obj.name, "description": obj.description,
-        "paper_url": obj.paper_url or None, "owner": owner, "is_builtin": obj.is_builtin,
-        "visibility": obj.visibility, "created": obj.created.isoformat(),
-        "viewer_is_owner": mine, "code_visible": code_visible,
-        "code": newest.code if newest is not None and code_visible else None,
-        "versions": [{"id": v.pk, "label": v.label, "hyperparameters": v.hyperparameters,
-                      "code_sha256": v.code_sha256, "created": v.created.isoformat()}
-                     for v in versions],
-        "suites": [{**{k: x for k, x in s.items() if k != "_parts"},
-                    "rows": [r for name in s["variants"] for r in s["_parts"][name]["rows"]],
-                    "curves": curve_data.get(s["suite"], {}),
-                    "reliability": {v: plots.reliability(by_name[s["suite"]], c)
-                                    for v, c in curve_data.get(s["suite"], {}).items()}}
-                   for s in numbers["suites"]],
-    }
+    return objective_view(slug, viewer, curves=curves).payload()
 
 
 def _build_profile(obj: Objective, states: list[SuiteState],

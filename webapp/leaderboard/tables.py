@@ -17,9 +17,10 @@ submission changes nobody else's numbers; only rank positions move.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import Count, Max
+from django.db.models import Count
 
 from harness import stats
 from harness.registry import all_suites
@@ -64,27 +65,52 @@ def suite_summary(suite: Suite | str) -> dict:
     return {k: x for k, x in summary.items() if k != "_basis"}
 
 
+@dataclass
+class HomeView:
+    """The home table a request asks for, resolved cheaply (one tally query); the board is
+    read (or built) by :meth:`payload`."""
+
+    states: list[SuiteState]
+    suite: str | None
+    kind: str
+
+    @property
+    def key(self) -> str:
+        return cache.key("home", ",".join(f"{s.suite.name}@{s.suite.version}"
+                                          for s in self.states))
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies this exact table (data, code and filter)."""
+        return cache.combine([self.key, cache.combine(s.fingerprint for s in self.states),
+                              self.kind])
+
+    def payload(self) -> dict:
+        states = self.states
+        board = cache.cached([(self.key, cache.combine(s.fingerprint for s in states),
+                               lambda: _build_home(states))])[0]
+        rows = board["rows"]
+        if self.kind != "all":
+            rows = [r for r in rows if r["is_builtin"] == (self.kind == "builtin")]
+        return {**board, "suite": self.suite, "kind": self.kind, "rows": rows,
+                "fingerprint": self.fingerprint}
+
+
+def home_view(*, suite: str | None = None, kind: str = "all") -> HomeView:
+    check_kind(kind)
+    suites = [suite_of(suite)] if suite else all_suites()
+    return HomeView(states_of(suites), suite, kind)
+
+
 def home_table(*, suite: str | None = None, kind: str = "all") -> dict:
     """Objectives × suites: each cell a :func:`suite_summary` row; cross-suite rank.
 
     ``score`` is the IQM of per-(suite, default variant) normalized means over the suites
     the objective completed (every default variant has a result); ``rank`` orders by it
     (ties share a rank) and is computed before the ``kind`` filter, so a filtered view keeps
-    the global ranks. The ranked table is cached as a whole (one fingerprint query, one read).
+    the global ranks. The ranked table is cached as a whole (one tally query, one read).
     """
-    check_kind(kind)
-    suites = [suite_of(suite)] if suite else all_suites()
-    states = states_of(suites)
-    fingerprint = cache.combine(s.fingerprint for s in states)
-    key = cache.key("home", ",".join(f"{s.name}@{s.version}" for s in suites))
-    board = cache.cached([(key, fingerprint, lambda: _build_home(states))])[0]
-    rows = board["rows"]
-    if kind != "all":
-        rows = [r for r in rows if r["is_builtin"] == (kind == "builtin")]
-    # ``fingerprint`` identifies this exact table (data, code and filter): a key for
-    # caching what is rendered from it (the home template caches its table by it).
-    return {**board, "suite": suite, "kind": kind, "rows": rows,
-            "fingerprint": cache.combine([key, fingerprint, kind])}
+    return home_view(suite=suite, kind=kind).payload()
 
 
 def visible_rows(rows: list[dict], *, kind: str = "all", limit: int | None = None) -> list[dict]:
@@ -352,11 +378,9 @@ def _build_summary(state: SuiteState, previous: dict | None = None) -> dict:
 
 def version_fingerprints(suite: Suite, variants: list[str]) -> dict[int, str]:
     """{version id: fingerprint of its finished cells in ``variants``}, one query."""
-    return {a["version_id"]: cache.fingerprint(a["n"], a["top"], a["last"])
-            for a in Cell.objects.filter(suite=suite.name, suite_version=suite.version,
-                                         status__in=Cell.FINISHED, variant__in=variants)
-            .values("version_id").order_by()
-            .annotate(n=Count("id"), top=Max("id"), last=Max("finished_at"))}
+    return {a["version_id"]: cache.fingerprint(a["n"], a["c"])
+            for a in cache.tallies("version_id", suite=suite.name, suite_version=suite.version,
+                                   variant__in=variants)}
 
 
 def relative(mine: dict[str, dict[int, float]], ref: dict[str, dict[int, float]],

@@ -10,64 +10,38 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from harness.registry import get_suite, suite_names
-from webapp import exports, leaderboard
+from harness.registry import suite_names
+from webapp import exports, leaderboard, rendered
 from webapp.leaderboard import NotFound
-from webapp.leaderboard.heldout import held_out_columns
-from webapp.leaderboard.lookup import with_values
-from webapp.leaderboard.variance import variance_sources
-
-SHOW_CHOICES = ("15", "30", "all")
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    suite = request.GET.get("suite") or None
-    kind = request.GET.get("kind") or "all"
     try:
-        board = leaderboard.home_table(suite=suite, kind=kind)
+        body = rendered.home_body(request.GET.get("suite") or None,
+                                  request.GET.get("kind") or "all")
     except NotFound as exc:
         return _not_found(request, exc)
-    return render(request, "webapp/home.html", {
-        "board": board, "suite_choices": suite_names(), "kinds": leaderboard.KINDS})
+    return render(request, "webapp/home.html", {"body": body})
 
 
 def suite(request: HttpRequest, name: str) -> HttpResponse:
-    kind = request.GET.get("kind") or "all"
-    show = request.GET.get("show") if request.GET.get("show") in SHOW_CHOICES else "15"
     try:
-        page = leaderboard.suite_page(name, request.GET.get("variant") or None, kind=kind,
-                                      limit=None if show == "all" else int(show))
+        title, body = rendered.suite_body(name, request.GET.get("variant") or None,
+                                          kind=request.GET.get("kind") or "all",
+                                          show=request.GET.get("show") or "15")
     except NotFound as exc:
         return _not_found(request, exc)
-    table = page["table"]
-    return render(request, "webapp/suite.html", {
-        **page, "rows": table["rows"], "kind": kind, "show": show, "kinds": leaderboard.KINDS,
-        "show_choices": SHOW_CHOICES, "hidden": page["total_rows"] - len(table["rows"]),
-        "filter_hidden": [("variant", page["variant"])],
-        "secondary": with_values(table["table_specs"], table["rows"]),
-        "min_seeds": get_suite(page["suite"]["suite"]).min_seeds,
-        "variance": variance_sources(name, page["variant"]),
-        "held_out": held_out_columns(get_suite(name), page["across"]["rows"]),
-    })
+    return render(request, "webapp/suite.html", {**title, "body": body})
 
 
 def objective(request: HttpRequest, slug: str) -> HttpResponse:
     wanted = {n: request.GET[f"curves-{n}"] for n in suite_names()
               if request.GET.get(f"curves-{n}")}
     try:
-        profile = leaderboard.objective_profile(slug, request.user, curves=wanted)
+        title, body = rendered.objective_body(slug, request.user, curves=wanted)
     except NotFound as exc:
         return _not_found(request, exc)
-    for s in profile["suites"]:
-        s["family"] = leaderboard.family_plot(
-            s["series"], list(s["series"]["series"]), metric=s["headline_label"],
-            spec=s["headline_spec"])
-        s["secondary"] = with_values(s["table_specs"], s["rows"])
-        s["curve_variant"] = next(iter(s["curves"]), None)
-        s["multi_label"] = len({r["objective"] for r in s["rows"]}) > 1
-    return render(request, "webapp/objective.html", {
-        "o": profile, "others": [o for o in leaderboard.objective_choices()
-                                 if o["slug"] != slug]})
+    return render(request, "webapp/objective.html", {"title": title, "body": body})
 
 
 def compare(request: HttpRequest, slug: str) -> HttpResponse:
