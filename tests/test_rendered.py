@@ -132,3 +132,32 @@ def test_an_owners_body_never_reaches_another_visitor(client, django_capture_on_
     anonymous = client.get("/objectives/secret/").content.decode()
     assert "SECRET_MARKER" not in anonymous
     assert "keeps this objective's code private" in anonymous
+
+
+def test_query_strings_cannot_multiply_bodies(client):
+    """Any curves choice that is not one of a suite's variants shows the first variant: it
+    is the same body, never a new stored row (or a key too long to store)."""
+    make_objective("ce", CE)
+    make_objective("gce", GCE)
+    assert client.get("/objectives/gce/").status_code == 200
+    stored = TableCache.objects.count()
+    for junk in ("x" * 5000, "clean'--", "", "sym-0.4 "):
+        assert client.get("/objectives/gce/", {"curves-noisy-labels": junk}).status_code == 200
+    assert TableCache.objects.count() == stored
+    assert client.get("/objectives/gce/?curves-noisy-labels=sym-0.4").status_code == 200
+    assert TableCache.objects.filter(key__contains=":objective:").count() == 2
+
+
+def test_the_api_page_of_tables_is_served_as_a_fresh_computation_gives_it(client):
+    """The suite endpoint splices a cached serialized page of tables into its answer."""
+    make_objective("ce", CE)
+    gce = make_objective("gce", GCE)
+    url = "/api/suites/noisy-labels?page_size=2"
+    before = client.get(url).json()
+    _land(gce, "sym-0.4", 9, 0.42)
+    after = client.get(url).json()
+    seeds = {t["variant"]: next(r["seeds"] for r in t["rows"] if r["objective"] == "gce")
+             for t in after["tables"]}
+    assert seeds == {"clean": 4, "sym-0.4": 5} and after["count"] == before["count"] == 2
+    TableCache.objects.all().delete()
+    assert client.get(url).json() == after

@@ -48,7 +48,7 @@ OBJECTIVE_BODY = "webapp/includes/objective_body.html"
 def _templates_version() -> str:
     here = Path(__file__).parent
     files = sorted([*(here / "templates").rglob("*.html"), *(here / "templatetags").glob("*.py"),
-                    here.parent / "harness" / "figures.py"])
+                    Path(__file__), here.parent / "harness" / "figures.py"])
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:10]
 
 
@@ -93,9 +93,13 @@ def objective_body(slug: str, viewer=None, *,
     """The objective page's body (``curves``: {suite: variant} the curve panels show) and
     its title. Whether the viewer may read the code is part of the key; nothing else about
     the viewer is on the body."""
-    curves = dict(curves or {})
+    # only a suite's own variants (any other value shows its first variant anyway): one
+    # body per real choice, and a key of bounded length whatever the query string holds
+    curves = {name: v for name, v in (curves or {}).items() if name in suite_names()
+              and v in {x.name for x in get_suite(name).variants}}
     view = leaderboard.objective_view(slug, viewer, curves=curves)
-    key = _key("objective", view.obj.pk, view.code_visible, *sorted(curves.items()))
+    key = _key("objective", view.obj.pk, view.code_visible,
+               cache.combine(f"{k}={v}" for k, v in sorted(curves.items())))
     fingerprint = cache.combine([view.fingerprint, _uploads_fingerprint()])
     body = cache.cached([(key, fingerprint, lambda: {
         "args": [slug, view.code_visible, curves],

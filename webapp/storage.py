@@ -178,7 +178,9 @@ def store_results(version: ObjectiveVersion, suite: Suite, results: Iterable[Cel
     still holds (the claim's attempt is counted already); others are skipped. Returns the
     number of cells stored.
     """
-    results = list(results)
+    # one order for every writer: the cell-tally triggers lock a row per (variant, version),
+    # and two transactions taking the same rows in opposite orders could deadlock
+    results = sorted(results, key=lambda r: (r.variant, r.seed))
     _check_declared(suite, results)
     count = 0
     now = timezone.now()

@@ -34,6 +34,7 @@ from webapp.leaderboard.tables import (
     home_view,
     suite_summary,
     table_page,
+    table_page_json,
     variant_table,
     visible_rows,
 )
@@ -42,4 +43,4 @@ __all__ = ["KINDS", "RANK_METHOD", "HomeView", "NotFound", "ObjectiveView", "Sui
            "compare", "export_tables", "family_plot", "family_series", "home_table",
            "home_view", "objective_choices", "objective_profile", "objective_suites",
            "objective_view", "strip_plot", "suite_page", "suite_summary", "suite_view",
-           "table_page", "variant_axis", "variant_table", "visible_rows"]
+           "table_page", "table_page_json", "variant_axis", "variant_table", "visible_rows"]

@@ -16,6 +16,7 @@ submission changes nobody else's numbers; only rank positions move.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -92,8 +93,7 @@ class HomeView:
         rows = board["rows"]
         if self.kind != "all":
             rows = [r for r in rows if r["is_builtin"] == (self.kind == "builtin")]
-        return {**board, "suite": self.suite, "kind": self.kind, "rows": rows,
-                "fingerprint": self.fingerprint}
+        return {**board, "suite": self.suite, "kind": self.kind, "rows": rows}
 
 
 def home_view(*, suite: str | None = None, kind: str = "all") -> HomeView:
@@ -142,6 +142,28 @@ def table_page(suite: Suite, variants: list[str] | None = None,
     names = variants[window]
     tables = variant_tables_cached(state, names)
     return variants, [tables[n] for n in names]
+
+
+def table_page_json(suite: Suite, variants: list[str] | None = None,
+                    window: slice = slice(None)) -> tuple[list[str], str]:
+    """:func:`table_page` with the tables already serialized (a JSON array, compact,
+    NaN-free), cached as one string per page on the page's variant fingerprints: a warm
+    API answer reads one row instead of decoding and encoding every row of every table."""
+    state = state_of(suite)
+    if variants is None:
+        variants = [v for v in suite.default_variants if v in state.per_variant]
+    names = variants[window]
+    key = cache.key("tables-json", suite.name, suite.version, cache.combine(names))
+    stored = cache.read([versions_key(suite), key])
+    resolve(state, stored)
+    fingerprint = cache.combine(state.variant_fp(n) for n in names)
+
+    def build() -> dict:
+        tables = variant_tables_cached(state, names)
+        return {"json": json.dumps([tables[n] for n in names], allow_nan=False,
+                                   ensure_ascii=False, separators=(",", ":"))}
+
+    return variants, cache.cached([(key, fingerprint, build)], stored)[0]["json"]
 
 
 # --- cached pieces ----------------------------------------------------------------------
