@@ -70,6 +70,10 @@ def _scale(spec: Mapping | None) -> Callable[[float | None], float | None]:
     return _percent_of if _percent(spec) else lambda v: v
 
 
+def _significant(v: float | None, digits: int) -> float | None:
+    return None if v is None else float(f"{v:.{digits}g}")
+
+
 def _unit(spec: Mapping | None, delta: bool = False) -> str:
     """`` (%)`` for a percent, `` (pp)`` for a percent difference, else nothing."""
     if not _percent(spec):
@@ -225,7 +229,14 @@ def family(payload: Mapping) -> Figure:
     legend entry toggles them together); the others start as legend entries only.
     """
     spec = payload.get("spec")
-    f, fmt = _scale(spec), _hover_format(spec)
+    scale, fmt = _scale(spec), _hover_format(spec)
+
+    # Every objective × variant × (mean, low, high) is drawn: at 200 objectives and 50
+    # variants the full-precision figure is ~1 MB of digits. Six significant digits are
+    # far more than a plot or its hover (the metric's own decimals) can show.
+    def f(v: float | None) -> float | None:
+        return _significant(scale(v), 6)
+
     lines = [line for fam in payload["families"] for line in fam["lines"]]
     colors = _colors(lines)
     visible: dict[str, bool] = {}
@@ -249,12 +260,13 @@ def family(payload: Mapping) -> Figure:
         for line in fam["lines"]:
             label, color = line["label"], colors[line["label"]]
             name, shown = escape(label), True if visible[label] else "legendonly"
-            band = _band(line["x"], [f(v) for v in line["low"]], [f(v) for v in line["high"]],
+            x = [_significant(v, 6) for v in line["x"]]
+            band = _band(x, [f(v) for v in line["low"]], [f(v) for v in line["high"]],
                          color, axes, label)
             band["visible"] = shown
             traces.append(band)
             traces.append({  # a None is a gap (connectgaps is off by default)
-                "x": list(line["x"]), "y": [f(v) for v in line["mean"]], "type": "scatter",
+                "x": x, "y": [f(v) for v in line["mean"]], "type": "scatter",
                 "name": name, "legendgroup": name, "showlegend": label not in seen,
                 "visible": shown, **axes,
                 "line": _line(color, reference=line.get("is_reference")),

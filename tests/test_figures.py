@@ -169,6 +169,21 @@ def test_family_bands_break_at_a_missing_variant_and_hidden_lines_are_legend_onl
     assert fig["layout"]["grid"] == {"rows": 1, "columns": 2, "pattern": "independent"}
 
 
+def test_family_values_are_drawn_to_six_significant_digits():
+    """The family figure is the suite page's weight (every objective × variant): its values
+    are rounded far below what a plot or hover shows, never beyond."""
+    mean = [0.72345678912345, 0.0163265306122449, None, 1e-9 / 3]
+    payload = {"metric": "test accuracy", "spec": PERCENT, "shown": 8, "families": [
+        {"name": "f", "x_label": "noise rate", "variants": ["a", "b", "c", "d"],
+         "lines": [_line("gce", mean, x=(0.0, 0.0163265306122449, 0.5, 2 / 3))]}]}
+    band, line = build("family", payload)["data"]
+    assert line["y"] == [72.3457, 1.63265, None, 3.33333e-08]
+    assert line["x"] == [0.0, 0.0163265, 0.5, 0.666667]
+    for v, exact in zip(line["y"], mean, strict=True):
+        assert v is None or v == pytest.approx(100 * exact, rel=1e-5)
+    assert all(v == float(f"{v:.6g}") for v in band["y"] if v is not None)  # 6 at most
+
+
 def test_a_label_shown_in_one_family_is_shown_in_all():
     payload = json.loads(json.dumps(FAMILY))
     payload["families"][1]["lines"][0]["shown"] = True  # mae, second family
