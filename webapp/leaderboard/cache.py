@@ -106,7 +106,11 @@ def read(keys: Iterable[str]) -> Stored:
 
 def jsonable(payload: dict) -> dict:
     """The payload as it reads back from storage (NaN → None, keys as strings)."""
-    return json.loads(json.dumps(finite_or_none(payload), allow_nan=False))
+    try:  # most payloads hold no NaN: skip the Python walk over megabytes
+        text = json.dumps(payload, allow_nan=False)
+    except ValueError:
+        text = json.dumps(finite_or_none(payload), allow_nan=False)
+    return json.loads(text)
 
 
 def store(entries: list[tuple[str, str, dict]]) -> None:
