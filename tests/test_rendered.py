@@ -161,3 +161,20 @@ def test_the_api_page_of_tables_is_served_as_a_fresh_computation_gives_it(client
     assert seeds == {"clean": 4, "sym-0.4": 5} and after["count"] == before["count"] == 2
     TableCache.objects.all().delete()
     assert client.get(url).json() == after
+
+
+def test_a_landing_serializes_again_the_api_pages_people_read(
+        client, monkeypatch, django_capture_on_commit_callbacks):
+    from webapp.leaderboard import tables
+
+    make_objective("ce", CE)
+    gce = make_objective("gce", GCE)
+    url = "/api/suites/noisy-labels?page_size=2"
+    client.get(url)
+    with django_capture_on_commit_callbacks(execute=True):
+        _land(gce, "sym-0.4", 9, 0.42)
+    builds = Spy(monkeypatch, tables, "variant_tables_cached")
+    answer = client.get(url).json()
+    assert builds.calls == []  # the writer serialized the page already
+    assert {t["variant"]: len(next(r for r in t["rows"] if r["objective"] == "gce")["values"])
+            for t in answer["tables"]} == {"clean": 4, "sym-0.4": 5}

@@ -3,17 +3,17 @@
 Rendering a suite page's tables and figures costs more than reading its numbers (at 200
 objectives, about 120 ms of a 160 ms request), and it is the same for every visitor. So
 the body of the suite, home and objective pages (everything but the site header, which
-names the user) is rendered once per fingerprint of what it shows and stored in the table cache
-(:mod:`webapp.leaderboard.cache`), shared by every web process. Keys carry a hash of the
-templates and template tags as well as the leaderboard code, so a deploy that changes
-how a page looks renders afresh.
+names the user) is rendered once per fingerprint of what it shows and stored in the
+table cache (:mod:`webapp.leaderboard.cache`), shared by every web process. Keys carry a
+hash of the templates and template tags as well as the leaderboard code, so a deploy
+that changes how a page looks renders afresh.
 
 After cells land (:data:`webapp.storage.cells_landed`, sent once their transaction
-committed), :func:`refresh` renders again, in the writer's process, the bodies of that
-suite, and of the home and objective pages, that were built most recently — at most
-``HARNESS_REFRESH_PAGES`` of each (default 4; 0 turns it off) — so the next visitor of a
-page people are reading finds it fresh instead of paying for the rebuild. Nothing
-depends on it: a body whose fingerprint changed is rebuilt by whoever asks first.
+committed), :func:`refresh` builds again, in the writer's process, what of that suite was
+built most recently: at most ``HARNESS_REFRESH_PAGES`` (default 4; 0 turns it off) suite
+bodies, API pages of tables, home bodies and objective bodies, so the next visitor of a
+page people are reading finds it fresh instead of paying for the rebuild. Nothing depends
+on it: whatever is stale is rebuilt by whoever asks first.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from webapp import leaderboard
 from webapp.leaderboard import cache
 from webapp.leaderboard.heldout import held_out_columns
 from webapp.leaderboard.lookup import with_values
+from webapp.leaderboard.tables import table_page_json, tables_json_key
 from webapp.leaderboard.variance import variance_sources
 from webapp.models import FactorialCell, Objective, TableCache, Upload
 
@@ -153,13 +154,16 @@ def _factorial_fingerprint(suite: Suite) -> str:
 
 def refresh(suite: Suite, limit: int | None = None) -> int:
     """Bring up to date the ``limit`` (default ``HARNESS_REFRESH_PAGES``) most recently
-    built suite bodies of ``suite``, and as many home bodies; how many were looked at.
+    built suite bodies of ``suite``, and as many of its API pages of tables, home bodies
+    and objective bodies; how many were looked at.
     Never raises: a body that cannot be built now is left to its next reader."""
     limit = settings.HARNESS_REFRESH_PAGES if limit is None else limit
     if limit <= 0:
         return 0
     suites = _key("suite", suite.name, suite.version) + ":"
+    tables = tables_json_key(suite) + ":"
     jobs = [(lambda a: suite_body(a[0], a[1], kind=a[2], show=a[3]), _recent(suites, limit)),
+            (lambda a: table_page_json(suite, a), _recent(tables, limit)),
             (lambda a: home_body(a[0], a[1]), _recent(_key("home") + ":", limit)),
             (_objective_again, _recent(_key("objective") + ":", limit))]
     done = 0

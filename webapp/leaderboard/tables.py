@@ -144,6 +144,12 @@ def table_page(suite: Suite, variants: list[str] | None = None,
     return variants, [tables[n] for n in names]
 
 
+def tables_json_key(suite: Suite, names: list[str] | None = None) -> str:
+    """The key of a serialized page of ``names``' tables (without: the prefix of all)."""
+    return cache.key("tables-json", suite.name, suite.version,
+                     *([cache.combine(names)] if names is not None else []))
+
+
 def table_page_json(suite: Suite, variants: list[str] | None = None,
                     window: slice = slice(None)) -> tuple[list[str], str]:
     """:func:`table_page` with the tables already serialized (a JSON array, compact,
@@ -153,15 +159,16 @@ def table_page_json(suite: Suite, variants: list[str] | None = None,
     if variants is None:
         variants = [v for v in suite.default_variants if v in state.per_variant]
     names = variants[window]
-    key = cache.key("tables-json", suite.name, suite.version, cache.combine(names))
+    key = tables_json_key(suite, names)
     stored = cache.read([versions_key(suite), key])
     resolve(state, stored)
     fingerprint = cache.combine(state.variant_fp(n) for n in names)
 
     def build() -> dict:
         tables = variant_tables_cached(state, names)
-        return {"json": json.dumps([tables[n] for n in names], allow_nan=False,
-                                   ensure_ascii=False, separators=(",", ":"))}
+        return {"args": names, "json": json.dumps([tables[n] for n in names],
+                                                  allow_nan=False, ensure_ascii=False,
+                                                  separators=(",", ":"))}
 
     return variants, cache.cached([(key, fingerprint, build)], stored)[0]["json"]
 
