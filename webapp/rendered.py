@@ -91,19 +91,23 @@ def home_body(suite: str | None = None, kind: str = "all") -> SafeString:
 
 def objective_body(slug: str, viewer=None, *,
                    curves: dict[str, str] | None = None) -> tuple[str, SafeString]:
-    """The objective page's body (``curves``: {suite: variant} the curve panels show) and
-    its title. Whether the viewer may read the code is part of the key; nothing else about
-    the viewer is on the body."""
+    """The objective page's body (``curves``: {suite: variant} the curve panels show, by
+    default each suite's first variant) and its title. Only the default body is stored:
+    whether the viewer may read the code is part of its key; nothing else about the viewer
+    is on the body."""
     # only a suite's own variants (any other value shows its first variant anyway): one
     # body per real choice, and a key of bounded length whatever the query string holds
     curves = {name: v for name, v in (curves or {}).items() if name in suite_names()
               and v in {x.name for x in get_suite(name).variants}}
     view = leaderboard.objective_view(slug, viewer, curves=curves)
-    key = _key("objective", view.obj.pk, view.code_visible,
-               cache.combine(f"{k}={v}" for k, v in sorted(curves.items())))
+    if curves:  # choices multiply (variants of one suite × another's...): rendered as asked,
+        # from cached numbers, but only the default body is kept
+        return view.obj.name, mark_safe(render_to_string(OBJECTIVE_BODY,
+                                                         _objective_context(view)))
+    key = _key("objective", view.obj.pk, view.code_visible)
     fingerprint = cache.combine([view.fingerprint, _uploads_fingerprint()])
     body = cache.cached([(key, fingerprint, lambda: {
-        "args": [slug, view.code_visible, curves],
+        "args": [slug, view.code_visible],
         "html": render_to_string(OBJECTIVE_BODY, _objective_context(view))})])[0]
     return view.obj.name, mark_safe(body["html"])
 
@@ -179,10 +183,10 @@ def refresh(suite: Suite, limit: int | None = None) -> int:
 
 def _objective_again(args: list) -> None:
     """An objective body as it was built: with the code shown, as its owner sees it."""
-    slug, code_visible, curves = args
+    slug, code_visible = args
     obj = Objective.objects.select_related("owner").get(slug=slug)
     viewer = obj.owner if code_visible and obj.visibility != Objective.PUBLIC else None
-    objective_body(slug, viewer, curves=curves)
+    objective_body(slug, viewer)
 
 
 def _recent(prefix: str, limit: int) -> list[list]:
