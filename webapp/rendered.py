@@ -23,7 +23,7 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import Count, Max
+from django.db.models import Count, Max, QuerySet
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
@@ -69,7 +69,7 @@ def suite_body(name: str, variant: str | None = None, *, kind: str = "all",
                                   limit=None if show == "all" else int(show))
     suite = view.state.suite
     key = _key("suite", suite.name, suite.version, view.variant, kind, show)
-    fingerprint = cache.combine([view.key, view.fingerprint, _factorial_fingerprint(suite),
+    fingerprint = cache.combine([view.fingerprint, _factorial_fingerprint(suite),
                                  heldout.fingerprint() if heldout.available() else "-"])
     body = cache.cached([(key, fingerprint, lambda: {
         "args": [suite.name, view.variant, kind, show],
@@ -127,7 +127,13 @@ def _objective_context(view: leaderboard.ObjectiveView) -> dict:
 
 def _uploads_fingerprint() -> str:
     """Which objectives are listed (the compare menu) also moves when an upload is checked."""
-    a = Upload.objects.aggregate(n=Count("id"), top=Max("id"), last=Max("checked"))
+    return _rows_fingerprint(Upload.objects.all(), "checked")
+
+
+def _rows_fingerprint(rows: QuerySet, stamp: str) -> str:
+    """``count:max(id):max(stamp)`` of ``rows``, one aggregate: the signal of a small table
+    the cell tallies do not cover (rows added, deleted, or written again)."""
+    a = rows.aggregate(n=Count("id"), top=Max("id"), last=Max(stamp))
     return f"{a['n']}:{a['top']}:{a['last'].isoformat() if a['last'] else '-'}"
 
 
@@ -144,13 +150,11 @@ def _suite_context(view: leaderboard.SuiteView, show: str) -> dict:
 
 
 def _factorial_fingerprint(suite: Suite) -> str:
-    """Factorial cells are not in the cell tallies: the variance section's own signal (one
-    aggregate over a small table), public objectives only, as the section shows."""
-    a = FactorialCell.objects.filter(
+    """Factorial cells are not in the cell tallies: the variance section's own signal,
+    public objectives only, as the section shows."""
+    return _rows_fingerprint(FactorialCell.objects.filter(
         suite=suite.name, suite_version=suite.version,
-        version__objective__visibility=Objective.PUBLIC).aggregate(
-        n=Count("id"), top=Max("id"), last=Max("finished_at"))
-    return f"{a['n']}:{a['top']}:{a['last'].isoformat() if a['last'] else '-'}"
+        version__objective__visibility=Objective.PUBLIC), "finished_at")
 
 
 # --- after a landing --------------------------------------------------------------------
@@ -198,6 +202,6 @@ def _recent(prefix: str, limit: int) -> list[list]:
 def on_landing(sender, *, suite: Suite, **_) -> None:
     """Receiver of :data:`webapp.storage.cells_landed`."""
     try:
-        refresh(get_suite(suite.name) if isinstance(suite, str) else suite)
+        refresh(suite)
     except Exception:  # the cells are stored; a page refresh must never fail the writer
         log.exception("refreshing pages after a landing in %s failed", suite)

@@ -81,14 +81,18 @@ class HomeView:
                                           for s in self.states))
 
     @property
+    def cells_fingerprint(self) -> str:
+        """Of every shown suite's finished cells: what the cached board depends on."""
+        return cache.combine(s.fingerprint for s in self.states)
+
+    @property
     def fingerprint(self) -> str:
         """Identifies this exact table (data, code and filter)."""
-        return cache.combine([self.key, cache.combine(s.fingerprint for s in self.states),
-                              self.kind])
+        return cache.combine([self.key, self.cells_fingerprint, self.kind])
 
     def payload(self) -> dict:
         states = self.states
-        board = cache.cached([(self.key, cache.combine(s.fingerprint for s in states),
+        board = cache.cached([(self.key, self.cells_fingerprint,
                                lambda: _build_home(states))])[0]
         rows = board["rows"]
         if self.kind != "all":
@@ -137,11 +141,18 @@ def table_page(suite: Suite, variants: list[str] | None = None,
     """``variants`` (default: the default variants with results) and the tables of those in
     ``window``: only these are read from the cache or built."""
     state = state_of(suite)
-    if variants is None:
-        variants = [v for v in suite.default_variants if v in state.per_variant]
-    names = variants[window]
+    variants, names = _page_names(state, variants, window)
     tables = variant_tables_cached(state, names)
     return variants, [tables[n] for n in names]
+
+
+def _page_names(state: SuiteState, variants: list[str] | None,
+                window: slice) -> tuple[list[str], list[str]]:
+    """(the variants a page of tables lists, default: the default variants with results;
+    the names in ``window``)."""
+    if variants is None:
+        variants = [v for v in state.suite.default_variants if v in state.per_variant]
+    return variants, variants[window]
 
 
 def tables_json_key(suite: Suite, names: list[str] | None = None) -> str:
@@ -156,9 +167,7 @@ def table_page_json(suite: Suite, variants: list[str] | None = None,
     NaN-free), cached as one string per page on the page's variant fingerprints: a warm
     API answer reads one row instead of decoding and encoding every row of every table."""
     state = state_of(suite)
-    if variants is None:
-        variants = [v for v in suite.default_variants if v in state.per_variant]
-    names = variants[window]
+    variants, names = _page_names(state, variants, window)
     key = tables_json_key(suite, names)
     stored = cache.read([versions_key(suite), key])
     resolve(state, stored)
