@@ -30,9 +30,11 @@ web: install
 full: install
 	$(BIN)/harness run suite noisy-labels --seeds 5
 
+# Both cores: the tests over two pytest-xdist workers, then the `serial` ones alone; ends
+# with the 15 slowest tests and the wall time (docs/testing.md).
 test: install
 	bash scripts/services.sh
-	DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest -q
+	DATABASE_URL=$(PG_URL) PYTHON=$(BIN)/python bash scripts/test.sh
 	$(BIN)/ruff check .
 
 lint: install

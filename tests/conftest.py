@@ -1,4 +1,8 @@
-"""Shared fixtures (storage tests use the PostgreSQL of webapp/settings_test.py)."""
+"""Shared fixtures (storage tests use the PostgreSQL of webapp/settings_test.py), and what
+keeps the two pytest-xdist workers apart (docs/testing.md): each has its own PostgreSQL
+database (pytest-django's ``test_harness_gw0``, ``_gw1``), its own files (made in
+webapp/settings_test.py), its own Redis database numbers (:func:`redis_db`) and one torch
+thread; servers a test starts listen on free ports."""
 
 from __future__ import annotations
 
@@ -9,13 +13,40 @@ from pathlib import Path
 
 import pytest
 
-# Suite fixtures (source models, generated pools) are built once per test session, in a
-# directory of the session's own: never the user's cache, shared by the CLI subprocesses.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1"; "" when not distributed
+REDIS_DATABASES = 16  # redis-server's default
+
+# Suite fixtures (source models, generated pools) are built once per test run, in a
+# directory of the run's own: never the user's cache. One directory for every worker and
+# CLI subprocess: entries are content-addressed and built under an exclusive lock
+# (harness/fixtures.py), so a source model two workers need is trained once.
+# scripts/test.sh makes it for both of `make test`'s pytest runs.
 if "HARNESS_FIXTURES" not in os.environ:
     _FIXTURES = os.environ["HARNESS_FIXTURES"] = tempfile.mkdtemp(prefix="harness-fixtures-")
 
     def pytest_sessionfinish(session, exitstatus):
-        shutil.rmtree(_FIXTURES, ignore_errors=True)
+        if not WORKER:  # the controller (or a plain run): the workers share it
+            shutil.rmtree(_FIXTURES, ignore_errors=True)
+
+
+def pytest_configure(config):
+    if WORKER:  # two workers on two cores: more threads would oversubscribe them
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def pytest_unconfigure(config):
+    if os.environ.get("HARNESS_TEST_OWNER") == str(os.getpid()):
+        shutil.rmtree(os.environ["HARNESS_TEST_ROOT"], ignore_errors=True)
+
+
+def redis_db(n: int) -> int:
+    """This worker's number for a test's Redis database ``n`` (0-7): gw0 uses 0-7, gw1
+    8-15, so that a test flushing its database never touches the other worker's."""
+    assert 0 <= n < 8, n
+    index = int(WORKER[2:]) if WORKER else 0
+    return (8 * index + n) % REDIS_DATABASES
 
 
 def cli_environment(home: Path) -> dict[str, str]:

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import WORKER, redis_db
+
 ROOT = Path(__file__).resolve().parents[1]
+SUFFIX = f"_{WORKER}" if WORKER else ""  # databases of this test worker's
 pytestmark = pytest.mark.slow
 
 
@@ -51,7 +54,8 @@ def test_pages_smoke(tmp_path):
     report = tmp_path / "report.json"
     # created from the server's maintenance database, whatever DATABASE_URL names
     admin = "postgres://harness:harness@127.0.0.1:5432/postgres"
-    out = _bench("pages.py", "--smoke", "--admin-url", admin, "--json", str(report))
+    out = _bench("pages.py", "--smoke", "--admin-url", admin, "--json", str(report),
+                 "--database", f"harness_bench{SUFFIX}")
     data = json.loads(report.read_text())
     assert set(data["phases"]["6"]) >= {"home", "suite page", "objective page"}
     assert "target: warm p95" in out.stdout
@@ -63,7 +67,8 @@ def test_pages_smoke(tmp_path):
 
 
 def test_dispatch_smoke():
-    out = _bench("dispatch.py", "--smoke")
+    out = _bench("dispatch.py", "--smoke", "--broker", f"redis://127.0.0.1:6379/{redis_db(0)}",
+                 "--database", f"postgres://harness:harness@127.0.0.1:5432/harness_dispatch{SUFFIX}")
     assert "worker path overhead" in out.stdout and "cells/min" in out.stdout
 
 

@@ -30,6 +30,8 @@ import psycopg
 import pytest
 import yaml
 
+from tests.conftest import redis_db
+
 REPO = Path(__file__).resolve().parent.parent
 ENTRYPOINT = REPO / "scripts" / "entrypoint.sh"
 ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://harness:harness@127.0.0.1:5432/harness")
@@ -378,8 +380,9 @@ def test_worker_command_line(entry_env, tmp_path, concurrency):
                     reason="the Celery app (tasks/celery.py) is not written yet")
 def test_worker_starts_and_answers_ping(entry_env, tmp_path):
     assert entry("migrate", env=entry_env).returncode == 0
-    # Database 15 of the test Redis: never the queues of a development worker.
-    entry_env.update(HARNESS_BROKER_URL=f"{BROKER}/15", HARNESS_QUEUES="cpu",
+    # A database of this test worker's (8-15 on gw1): never the queues of a development
+    # worker, nor another test's.
+    entry_env.update(HARNESS_BROKER_URL=f"{BROKER}/{redis_db(7)}", HARNESS_QUEUES="cpu",
                      HARNESS_CONCURRENCY="1")
     log = (tmp_path / "worker.log").open("w")
     proc = subprocess.Popen([str(ENTRYPOINT), "worker"], env=entry_env, cwd=tmp_path,

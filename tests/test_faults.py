@@ -351,6 +351,7 @@ def test_a_redis_restart_mid_run_loses_messages_and_every_cell_still_lands(worke
     assert_stored_once(ids, workers)
 
 
+@pytest.mark.serial  # restarts the PostgreSQL every worker uses
 def test_a_postgres_restart_mid_run_is_retried_and_every_cell_lands(workers, broker):
     versions = sorted(os.listdir("/usr/lib/postgresql")) if os.path.isdir(
         "/usr/lib/postgresql") else []

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole test suite, as `make test` runs it (docs/testing.md):
+#   1. every test not marked `serial`, over two pytest-xdist workers (one per core);
+#   2. the `serial` tests, alone on the machine (they restart PostgreSQL, or measure);
+# then the slowest tests of both runs and their wall times. Arguments go to both pytest
+# runs (e.g. `bash scripts/test.sh -x tests/test_cli.py`). Needs the services of
+# scripts/services.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-.venv/bin/python}
+WORKERS=${TEST_WORKERS:-2}
+export DATABASE_URL=${DATABASE_URL:-postgres://harness:harness@127.0.0.1:5432/harness}
+reports=$(mktemp -d -t harness-test-reports-XXXXXX)
+# one fixtures directory for both runs (tests/conftest.py)
+HARNESS_FIXTURES=$(mktemp -d -t harness-fixtures-XXXXXX)
+export HARNESS_FIXTURES
+trap 'rm -rf "$reports" "$HARNESS_FIXTURES"' EXIT
+
+status=0
+run() {  # run NAME PYTEST-ARGS...: pytest's status, 5 (nothing selected) counted as success
+  local name=$1 started rc=0
+  shift
+  started=$(date +%s%N)
+  "$PY" -m pytest -q --junitxml="$reports/$name.xml" "$@" || rc=$?
+  local ms=$((($(date +%s%N) - started) / 1000000))
+  walls+=("$reports/$name.xml:$((ms / 1000)).$(printf %03d $((ms % 1000)))")
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then status=$rc; fi
+}
+walls=()
+run parallel -n "$WORKERS" --dist loadfile -m "not serial" "$@"
+run serial -p no:xdist -m serial "$@"
+"$PY" scripts/test_times.py "${walls[@]}"
+exit $status
