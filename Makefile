@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PG_URL := postgres://harness:harness@127.0.0.1:5432/harness
 PORT ?= 8000
 
-.PHONY: demo web full test lint bench install
+.PHONY: demo web full test reproduce lint bench install
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,12 @@ test: install
 	bash scripts/services.sh
 	DATABASE_URL=$(PG_URL) PYTHON=$(BIN)/python bash scripts/test.sh
 	$(BIN)/ruff check .
+
+# The suites' literature findings at full size (tens of minutes on 2 cores; each suite's
+# README has the figures); `make test` runs a small version of each.
+reproduce: install
+	bash scripts/services.sh
+	DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest -q -n 2 --dist loadfile --reproduce -m reproduce
 
 lint: install
 	$(BIN)/ruff check .

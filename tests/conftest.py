@@ -65,3 +65,20 @@ def cli_environment(home: Path) -> dict[str, str]:
 @pytest.fixture
 def cli_env(tmp_path: Path) -> dict[str, str]:
     return cli_environment(tmp_path / "home")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--reproduce", action="store_true",
+                     help="also run the full-size reproductions (@pytest.mark.reproduce): "
+                          "`make reproduce`")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Full-size reproductions of a literature finding run only with --reproduce; each has
+    a small version that runs always (docs/testing.md)."""
+    if config.getoption("--reproduce"):
+        return
+    skip = pytest.mark.skip(reason="full-size reproduction: `make reproduce`")
+    for item in items:
+        if "reproduce" in item.keywords:
+            item.add_marker(skip)
