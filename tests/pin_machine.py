@@ -9,6 +9,12 @@ of the machine it runs on. Run it from a checkout of the commit whose numbers ar
 pinned (e.g. the last commit before a refactoring), never to paper over a change:
 
     .venv/bin/python tests/pin_machine.py
+
+An AVX-512 machine computes an AVX2 machine's numbers of the same vendor when torch and
+MKL are held to AVX2 (checked: the AMD AVX2 set, recomputed bit for bit on an AMD EPYC
+with AVX-512); the fingerprint still reads the CPU's flags, so write that set's key by hand:
+
+    ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 .venv/bin/python tests/pin_machine.py
 """
 
 from __future__ import annotations

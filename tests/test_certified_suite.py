@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 
@@ -24,6 +25,17 @@ from suites.certified.training import member_loss, model_for, schedule_of, train
 BASELINES = ("ce", "ibp", "ibp_k0", "crown_ibp", "fast_ibp", "pgd_at")
 METRICS = {"verified_acc", "clean_acc", "pgd_acc", "ibp_verified_acc", "crown_verified_acc",
            "ibp_gap", "crown_gap"}
+
+
+def light(suite, grid=(1.0,), chunk=2):
+    """``suite`` training ``chunk`` seeds per member chunk (not 5), judged with a light PGD
+    (10 steps, 2 restarts; not 100 × 5) and ``grid`` × ε_test as the ε curve: the same
+    pipeline, for checks that concern neither the attack's strength, the ε curve nor the
+    chunking. The judge's CROWN on the 797 test digits per member dominates these runs."""
+    settings = suite.settings
+    return dataclasses.replace(suite, chunk=chunk, settings={
+        **settings, "pgd": {**settings["pgd"], "steps": 10, "restarts": 2},
+        "eps_grid": list(grid)})
 
 
 def hook(name):
@@ -277,7 +289,7 @@ def test_a_soundness_violation_fails_the_cell_as_a_harness_bug(monkeypatch):
         return margins + 5.0 * (margins != 0)
 
     monkeypatch.setattr(bounds, "crown_margins", inflated)
-    cells = SUITE.shortened(2).run_cells(load_objective("ce"), ["eps-0.05"], [0, 1])
+    cells = light(SUITE.shortened(2)).run_cells(load_objective("ce"), ["eps-0.05"], [0, 1])
     assert [c.status for c in cells] == ["failed", "failed"]
     assert cells[0].error.startswith("harness bug: soundness violated: ")
     assert "CROWN margin lower bound above an attained margin" in cells[0].error
@@ -288,8 +300,10 @@ def test_a_soundness_violation_fails_the_cell_as_a_harness_bug(monkeypatch):
 
 @pytest.fixture(scope="module")
 def short_run():
-    suite = SUITE.shortened(4)
-    return {name: suite.run_cells(load_objective(name), ["eps-0.1"], [0, 1])
+    suite = light(SUITE.shortened(4))
+    curves = light(SUITE.shortened(4), SUITE.settings["eps_grid"])  # the plot curves' cell
+    return {name: (curves if name == "ibp" else suite).run_cells(load_objective(name),
+                                                                 ["eps-0.1"], [0, 1])
             for name in (*BASELINES, "gce")}
 
 
@@ -345,11 +359,13 @@ def test_real_data_variants_run_on_fixture_files(tmp_path):
     """MNIST and CIFAR-10 (normalised: radius ε/σ_c) through the small CNN, with BatchNorm."""
     from tests.test_real_data import make_cifar10, make_mnist
 
-    make_mnist(tmp_path, n_train=24, n_test=6)
-    make_cifar10(tmp_path, per_batch=4, n_test=4)
+    # Full CROWN of the CNN costs seconds per test image and member: 2 test images (the
+    # fewest training-mode BatchNorm takes for the per-epoch accuracy), 2 members.
+    make_mnist(tmp_path, n_train=24, n_test=2)
+    make_cifar10(tmp_path, per_batch=4, n_test=2)
     variants = ["mnist/eps-0.1", "cifar10/eps-8_255"]
-    cells = SUITE.shortened(1).run_cells(load_objective("fast_ibp"), variants, [0, 1],
-                                         data_root=str(tmp_path))
+    cells = light(SUITE.shortened(1)).run_cells(load_objective("fast_ibp"), variants, [0, 1],
+                                                data_root=str(tmp_path))
     assert [(c.variant, c.status) for c in cells] == [(v, "ok") for v in variants for _ in "ab"], \
         cells[0].error
     assert all(set(c.metrics) == METRICS for c in cells)
@@ -364,12 +380,11 @@ def test_real_data_variants_run_on_fixture_files(tmp_path):
     assert certified_cnn(3, 32, 10).plain[-1].in_features == 100
 
 
-# --- the reproduction (slow) ---------------------------------------------------------------------
+# --- the reproduction ---------------------------------------------------------------------------
 
-@pytest.mark.slow
-def test_ibp_certifies_where_natural_training_does_not():
+def _ibp_certifies_where_natural_training_does_not(suite):
     seeds = [0, 1, 2, 3, 4]
-    runs = {n: SUITE.run_cells(load_objective(n), ["eps-0.1"], seeds) for n in ("ce", "ibp")}
+    runs = {n: suite.run_cells(load_objective(n), ["eps-0.1"], seeds) for n in ("ce", "ibp")}
     verified = {n: np.array([c.metrics["verified_acc"] for c in cells])
                 for n, cells in runs.items()}
     assert verified["ce"].mean() < 0.3 and verified["ibp"].mean() > 0.65
@@ -378,6 +393,22 @@ def test_ibp_certifies_where_natural_training_does_not():
         assert all(c.metrics["ibp_verified_acc"] <= c.metrics["verified_acc"]
                    <= c.metrics["pgd_acc"] <= c.metrics["clean_acc"] for c in cells)
     assert all(c.metrics["ibp_verified_acc"] == 0 for c in runs["ce"])
+
+
+@pytest.mark.slow
+def test_ibp_certifies_where_natural_training_does_not_in_40_epochs():
+    """The finding below, small: the same 5 seeds and thresholds in 40 of the 100 epochs
+    (verified: CE 0.17, IBP 0.68; at 30 epochs IBP's 0.655 is too near 0.65), with the
+    light judge (the finding is about verified accuracy, which PGD does not enter)."""
+    _ibp_certifies_where_natural_training_does_not(light(SUITE.shortened(40), chunk=5))
+
+
+@pytest.mark.slow
+@pytest.mark.reproduce
+def test_ibp_certifies_where_natural_training_does_not():
+    """The full protocol, 5 seeds × 100 epochs (`make reproduce`; README's reference
+    results: verified CE 14.2 %, IBP 75.4 %)."""
+    _ibp_certifies_where_natural_training_does_not(SUITE)
 
 
 def test_suite_declaration_is_registered_and_complete():
