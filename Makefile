@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PG_URL := postgres://harness:harness@127.0.0.1:5432/harness
 PORT ?= 8000
 
-.PHONY: demo web full test reproduce lint bench install
+.PHONY: demo web full test test-changed coverage reproduce lint bench install
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,21 @@ test: install
 	bash scripts/services.sh
 	DATABASE_URL=$(PG_URL) PYTHON=$(BIN)/python bash scripts/test.sh
 	$(BIN)/ruff check .
+
+# The inner loop: only the test files a change can affect (uncommitted changes, or since
+# BASE: `make test-changed BASE=main`), run as `make test` runs them.
+BASE ?= HEAD
+test-changed: install
+	bash scripts/services.sh
+	@tests="$$($(BIN)/python scripts/changed_tests.py $(BASE))"; \
+	if [ -z "$$tests" ]; then echo "no test file is affected by the changes since $(BASE)"; \
+	else echo "$$tests" | tr '\n' ' '; echo; \
+	DATABASE_URL=$(PG_URL) PYTHON=$(BIN)/python bash scripts/test.sh $$tests; fi
+
+# `make test` measured: line and branch coverage per package, subprocesses included.
+coverage: install
+	bash scripts/services.sh
+	COVERAGE=1 DATABASE_URL=$(PG_URL) PYTHON=$(BIN)/python bash scripts/test.sh
 
 # The suites' literature findings at full size (tens of minutes on 2 cores; each suite's
 # README has the figures); `make test` runs a small version of each.

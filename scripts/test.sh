@@ -3,8 +3,9 @@
 #   1. every test not marked `serial`, over two pytest-xdist workers (one per core);
 #   2. the `serial` tests, alone on the machine (they restart PostgreSQL, or measure);
 # then the slowest tests of both runs and their wall times. Arguments go to both pytest
-# runs (e.g. `bash scripts/test.sh -x tests/test_cli.py`). Needs the services of
-# scripts/services.sh.
+# runs (e.g. `bash scripts/test.sh -x tests/test_cli.py`). COVERAGE=1 measures line and
+# branch coverage over both runs, subprocesses included, and prints it per package (`make
+# coverage`). Needs the services of scripts/services.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +29,13 @@ run() {  # run NAME PYTEST-ARGS...: pytest's status, 5 (nothing selected) counte
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then status=$rc; fi
 }
 walls=()
-run parallel -n "$WORKERS" --dist loadfile -m "not serial" "$@"
-run serial -p no:xdist -m serial "$@"
+cov_first=() cov_then=()
+if [ -n "${COVERAGE:-}" ]; then
+  rm -f .coverage .coverage.*
+  cov_first=(--cov --cov-report=) cov_then=(--cov --cov-append --cov-report=)
+fi
+run parallel -n "$WORKERS" --dist loadfile -m "not serial" "${cov_first[@]}" "$@"
+run serial -p no:xdist -m serial "${cov_then[@]}" "$@"
 "$PY" scripts/test_times.py "${walls[@]}"
+if [ -n "${COVERAGE:-}" ]; then "$PY" scripts/coverage_by_package.py; fi
 exit $status
