@@ -16,6 +16,8 @@ set -euo pipefail
 
 APP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-webapp.settings}"
+# Programs run as modules of this Python, not by their console scripts: a script's shebang
+# names the interpreter of the place it was installed, which a moved virtualenv no longer has.
 PYTHON="${PYTHON:-python}"
 
 queues() { echo "${HARNESS_QUEUES:-cpu}"; }
@@ -74,7 +76,7 @@ case "$cmd" in
   web)
     wait_for_database
     manage migrate --noinput
-    exec gunicorn webapp.wsgi:application --chdir "$APP_DIR" \
+    exec "$PYTHON" -m gunicorn webapp.wsgi:application --chdir "$APP_DIR" \
       --bind "0.0.0.0:${PORT:-8000}" --workers "${WEB_WORKERS:-2}" --timeout 60 \
       --access-logfile - --no-control-socket "$@"
     ;;
@@ -93,7 +95,7 @@ case "$cmd" in
     export HARNESS_TORCH_THREADS
     echo "entrypoint: worker on queues $(queues), concurrency $concurrency," \
       "$HARNESS_TORCH_THREADS torch threads per process" >&2
-    exec celery -A tasks --workdir "$APP_DIR" worker --queues "$(queues)" \
+    exec "$PYTHON" -m celery -A tasks --workdir "$APP_DIR" worker --queues "$(queues)" \
       --concurrency "$concurrency" --loglevel INFO --hostname "$(node_name)" "$@"
     ;;
   migrate)
@@ -170,7 +172,7 @@ except Exception as exc:  # noqa: BLE001 - any failure is "unhealthy"
 EOF
     ;;
   health-worker)
-    exec celery -A tasks --workdir "$APP_DIR" inspect ping -d "$(node_name)" --timeout 10
+    exec "$PYTHON" -m celery -A tasks --workdir "$APP_DIR" inspect ping -d "$(node_name)" --timeout 10
     ;;
   *)
     exec "$cmd" "$@"
