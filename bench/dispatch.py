@@ -18,11 +18,17 @@ Needs PostgreSQL and Redis (``bash scripts/services.sh``); uses the databases na
 ``--database`` (created and migrated if missing) and ``--broker`` (flushed).
 
     .venv/bin/python bench/dispatch.py [--seeds 5] [--repeats 3] [--groups 6]
+
+``--smoke`` (the test suite's) runs every path once on the smallest job and measures
+nothing: one worker, started once, serves the worker path and both layouts' rows,
+nothing is warmed up, and the in-process and sandbox paths train member chunks of the
+seeds asked for (2), not the suite's 5 (the exec path starts one interpreter a member).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -49,7 +55,8 @@ def main() -> None:
                         default="postgres://harness:harness@127.0.0.1:5432/harness_dispatch")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--smoke", action="store_true",
-                        help="a tiny run: 2 seeds, 1 epoch, 1 repeat, 2 groups")
+                        help="a tiny run: 2 seeds, 1 epoch, 1 repeat, 2 groups, one worker "
+                             "for every path, no warm-up")
     args = parser.parse_args()
     if args.smoke:
         args.seeds, args.epochs, args.repeats, args.groups = 2, 1, 1, 2
@@ -79,14 +86,23 @@ def main() -> None:
     code = (ROOT / "harness/objectives/builtin/gce.py").read_text()  # the engine's built-in
     print(f"{SUITE} v{suite.version}, one group = 1 variant × {len(seeds)} seeds, "
           f"torch {torch.__version__}, {os.cpu_count()} cores")
-    overhead(suite, code, seeds, args.repeats, env)
-    layouts(suite, code, seeds, args.groups, env)
+    # A smoke starts its one worker first: it comes up while the in-process paths run.
+    shared = Workers(env, count=1, threads=1) if args.smoke else None
+    here = dataclasses.replace(suite, chunk=len(seeds)) if args.smoke else suite
+    try:
+        overhead(here, code, seeds, args.repeats, env, shared)
+        layouts(suite, code, seeds, args.groups, env, shared)
+    finally:
+        if shared:
+            shared.stop()
 
 
 # --- 1. overhead ---------------------------------------------------------------------------
 
 
-def overhead(suite, code: str, seeds: list[int], repeats: int, env: dict) -> None:
+def overhead(suite, code: str, seeds: list[int], repeats: int, env: dict,
+             shared: Workers | None = None) -> None:
+    """``shared``: the smoke's worker, already started (then nothing is warmed up)."""
     from harness.objectives.loading import load_objective
     from harness.sandbox import run_cells_sandboxed
 
@@ -118,11 +134,12 @@ def overhead(suite, code: str, seeds: list[int], repeats: int, env: dict) -> Non
             finally:
                 os.environ["HARNESS_SANDBOX_MODE"] = "fork"
 
-        workers = Workers(env, count=1, threads=1)
+        workers = shared or Workers(env, count=1, threads=1)
         try:
             worker_path = lambda: run_groups(suite, code, [variant], seeds)  # noqa: E731
-            worker_path()  # warm-up: worker start, fork server start, imports
-            sandbox_traced()
+            if not shared:
+                worker_path()  # warm-up: worker start, fork server start, imports
+                sandbox_traced()
             paths = (("in-process", in_process), ("sandbox traced", sandbox_traced),
                      ("sandbox per call", sandbox_per_call),
                      ("per call (exec)", sandbox_exec), ("worker", worker_path))
@@ -134,7 +151,8 @@ def overhead(suite, code: str, seeds: list[int], repeats: int, env: dict) -> Non
                     times[name].append(took if isinstance(took, float)
                                        else time.perf_counter() - start)
         finally:
-            workers.stop()
+            if not shared:
+                workers.stop()
     base = statistics.median(times["in-process"])
     print(f"\n1. per-group overhead (median of {repeats}; ratio to the in-process compute)")
     print(f"{'path':<16} {'median s':>9} {'ratio':>7}  all runs")
@@ -150,18 +168,23 @@ def overhead(suite, code: str, seeds: list[int], repeats: int, env: dict) -> Non
 # --- 2. layouts ------------------------------------------------------------------------------
 
 
-def layouts(suite, code: str, seeds: list[int], groups: int, env: dict) -> None:
+def layouts(suite, code: str, seeds: list[int], groups: int, env: dict,
+            shared: Workers | None = None) -> None:
+    """``shared``: the smoke's one worker runs both rows, so they are not the layouts their
+    labels say (a smoke measures nothing)."""
     variants = (VARIANTS * (groups // len(VARIANTS) + 1))[:groups]
     print(f"\n2. throughput: {groups} groups × {len(seeds)} seeds, to the last stored cell")
     results = {}
     for label, count, threads in (("1 worker × 2 threads", 1, 2),
                                   ("2 workers × 1 thread", 2, 1)):
-        workers = Workers(env, count=count, threads=threads)
+        workers = shared or Workers(env, count=count, threads=threads)
         try:
-            run_groups(suite, code, VARIANTS[:count], seeds[:1])  # warm every worker
+            if not shared:
+                run_groups(suite, code, VARIANTS[:count], seeds[:1])  # warm every worker
             took = run_groups(suite, code, variants, seeds, distinct=True)
         finally:
-            workers.stop()
+            if not shared:
+                workers.stop()
         results[label] = took
         cells = groups * len(seeds)
         print(f"{label:<22} {took:7.1f} s   {60 * cells / took:6.1f} cells/min")

@@ -109,7 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.smoke:
         args.objectives, args.variants, args.seeds, args.metrics = 6, 3, 2, 3
         args.curve_points, args.repeats, args.small_repeats, args.quiet_wait = 5, 2, 1, 0.0
-        args.landings = 4
+        args.landings = 2  # one in the page's variant, one in another
         args.database = f"{args.database}_smoke"
     return args
 

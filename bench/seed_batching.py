@@ -32,8 +32,9 @@ Sections (``--only``):
   Repeats interleaved; final predictions of the chunked run checked against the whole
   run's (equal for ce, which has no position-dependent op).
 
-``--smoke`` runs every section but ``compile`` on 4 seeds for 2 epochs (the test suite runs
-it so this file cannot rot). ``--json OUT`` writes every measurement.
+``--smoke`` runs every section but ``compile`` on 4 seeds for 1 epoch, ``compare`` and
+``chunks`` on one pool of worker processes (the test suite runs it so this file cannot
+rot). ``--json OUT`` writes every measurement.
 """
 
 from __future__ import annotations
@@ -145,7 +146,19 @@ def _worker_chunks(parts: list[list[int]]) -> torch.Tensor:
     return torch.cat([_W["work"].train(p).evaluations[-1] for p in parts])
 
 
-def compare(work: Workload, seeds: list[int], repeats: int, report: dict) -> None:
+def _pool(labels: str, seeds: int, epochs: int) -> ProcessPoolExecutor:
+    """Two one-thread worker processes holding the workload, started and warm."""
+    context = multiprocessing.get_context("forkserver")
+    pool = ProcessPoolExecutor(2, mp_context=context, initializer=_worker_init,
+                               initargs=(labels, seeds, epochs))
+    list(pool.map(_worker_ready, range(4)))
+    return pool
+
+
+def compare(work: Workload, seeds: list[int], repeats: int, report: dict,
+            pool: ProcessPoolExecutor | None = None) -> None:
+    """``pool``: warm workers holding this workload (the smoke run's, shared with
+    ``chunks``); by default a pool of its own."""
     torch.set_num_threads(1)
     batched_t, batched = timed(lambda: work.train(seeds), repeats)
     final = batched.evaluations[-1]
@@ -161,14 +174,17 @@ def compare(work: Workload, seeds: list[int], repeats: int, report: dict) -> Non
     torch.set_num_threads(1)
     halves = [seeds[:len(seeds) // 2], seeds[len(seeds) // 2:]]
     singles = [[s] for s in seeds]
-    context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(2, mp_context=context, initializer=_worker_init,
-                             initargs=(report["labels"], len(seeds), work.config.epochs)) as pool:
-        list(pool.map(_worker_ready, range(4)))
+    own = pool is None
+    if own:
+        pool = _pool(report["labels"], len(seeds), work.config.epochs)
+    try:
         procs_t, procs = timed(lambda: torch.cat(list(pool.map(_worker_group, halves))),
                                repeats)
         naive_t, naive = timed(lambda: torch.cat(list(pool.map(_worker_group, singles))),
                                repeats)
+    finally:
+        if own:
+            pool.shutdown()
     # (name, resources, seconds, final predictions); ratios against the per-seed loop on
     # the same resources
     rows = [
@@ -337,7 +353,8 @@ def interleaved(fns: dict[str, object], repeats: int) -> dict[str, tuple[list[fl
 
 
 def chunks_section(work: Workload, members: int, size: int, repeats: int,
-                   report: dict) -> None:
+                   report: dict, pool: ProcessPoolExecutor | None = None) -> None:
+    """``pool``: as for :func:`compare`."""
     torch.set_num_threads(1)
     seeds = list(range(members))
     parts = [seeds[i:i + size] for i in range(0, members, size)]
@@ -347,15 +364,18 @@ def chunks_section(work: Workload, members: int, size: int, repeats: int,
         "chunks": lambda: torch.cat([work.train(p).evaluations[-1] for p in parts]),
         "one seed alone": lambda: work.train([0]).evaluations[-1],
         "one seed's chunk": lambda: work.train(parts[0]).evaluations[-1]}, repeats)
-    context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(2, mp_context=context, initializer=_worker_init,
-                             initargs=(report["labels"], members, work.config.epochs)) as pool:
-        list(pool.map(_worker_ready, range(4)))
+    own = pool is None
+    if own:
+        pool = _pool(report["labels"], members, work.config.epochs)
+    try:
         two = interleaved({
             "one batch": lambda: torch.cat(list(pool.map(
                 _worker_group, [sum(parts[:half], []), sum(parts[half:], [])]))),
             "chunks": lambda: torch.cat(list(pool.map(
                 _worker_chunks, [parts[:half], parts[half:]])))}, repeats)
+    finally:
+        if own:
+            pool.shutdown()
     print(f"\n== chunks: {members} members ({len(parts)} chunks of {size}), "
           f"{work.config.epochs} epochs, medians of {repeats} (load {load():.2f})")
     report["chunks"] = {"members": members, "size": size}
@@ -390,7 +410,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     sections = args.only.split(",")
     if args.smoke:
-        args.epochs, args.seeds, args.repeats, args.sweep_epochs = 2, 4, 1, 1
+        args.epochs, args.seeds, args.repeats, args.sweep_epochs = 1, 4, 1, 1
         args.sweep, args.chunk_members, args.chunk = "1,4", 4, 2
         sections = [s for s in sections if s != "compile"]
     unknown = set(sections) - set(SECTIONS)
@@ -404,8 +424,25 @@ def main(argv: list[str] | None = None) -> dict:
                     "load_at_start": load()}
     print(f"seed batching bench: {args.seeds} seeds, {args.epochs} epochs, {args.labels}, "
           f"torch {torch.__version__}, load {load():.2f}")
+    # The smoke run's sections share one pool of workers (the same workload: 4 seeds, 4
+    # chunk members): starting one takes seconds, and the smoke run times nothing.
+    shared = (_pool(args.labels, max(args.seeds, args.chunk_members), args.epochs)
+              if args.smoke and {"compare", "chunks"} <= set(sections) else None)
+    try:
+        _sections(work, args, sections, seeds, sizes, report, shared)
+    finally:
+        if shared is not None:
+            shared.shutdown()
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=float))
+    return report
+
+
+def _sections(work: Workload, args: argparse.Namespace, sections: list[str],
+              seeds: list[int], sizes: list[int], report: dict,
+              pool: ProcessPoolExecutor | None) -> None:
     if "compare" in sections:
-        compare(work, seeds, args.repeats, report)
+        compare(work, seeds, args.repeats, report, pool)
     if "flops" in sections:
         flops(work, seeds, args.repeats, report)
     if "layouts" in sections:
@@ -415,10 +452,7 @@ def main(argv: list[str] | None = None) -> dict:
     if "sweep" in sections:
         sweep(work, sizes, args.sweep_epochs, report)
     if "chunks" in sections:
-        chunks_section(work, args.chunk_members, args.chunk, args.repeats, report)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1, default=float))
-    return report
+        chunks_section(work, args.chunk_members, args.chunk, args.repeats, report, pool)
 
 
 if __name__ == "__main__":

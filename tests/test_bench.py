@@ -63,7 +63,7 @@ def test_pages_smoke(tmp_path):
     # pages timed just after a new cell landed, beside the same page's uncached time
     for page in ("home", "suite page", "objective page", "api suite (all variants)"):
         entry = data["phases"]["6"][page]
-        assert len(entry["landing_times_ms"]) == 4 and entry["cold_over_landing"] > 0
+        assert len(entry["landing_times_ms"]) == 2 and entry["cold_over_landing"] > 0
     assert "after a landing" in out.stdout
 
 

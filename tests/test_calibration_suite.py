@@ -4,6 +4,7 @@ judge, shift curves, reliability bins, and the CLI's per-track tables."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -23,6 +24,9 @@ from tests.conftest import cli_environment
 
 SUITE = get_suite("calibration").shortened(2)
 SEEDS = [0, 1]
+# One seed per member chunk (not 5), for single-seed tests that compare no number with a
+# run at the suite's chunk: asking for seed 0 then trains one member, not five.
+SINGLE = dataclasses.replace(SUITE, chunk=1)
 
 
 def run(objective, variant="digits", seeds=SEEDS):
@@ -107,8 +111,9 @@ def test_identity_calibrator_equals_the_reference():
 
 
 def test_temperature_calibrator_matches_the_judges_temperature():
-    ce = run(load_objective("ce"), "synthetic", [0])[0]
-    ts = run(load_objective("temperature"), "synthetic", [0])[0]
+    # both at one chunk size, one member each
+    ce = SINGLE.run_cells(load_objective("ce"), ["synthetic"], [0])[0]
+    ts = SINGLE.run_cells(load_objective("temperature"), ["synthetic"], [0])[0]
     assert ts.metrics["ece"] == pytest.approx(ce.metrics["ece_ts"], abs=1e-4)
 
 
@@ -161,13 +166,14 @@ def test_sandboxed_calibrator_gives_the_in_process_numbers():
     code = ("def posthoc_calibration(val_logits, val_targets, test_logits):\n"
             "    t = 1.7\n"
             "    return (test_logits / t).softmax(-1)\n")
-    sandboxed = run_cells_sandboxed(SUITE, code, "t17.py", {}, ["digits"], SEEDS)
+    pair = dataclasses.replace(SUITE, chunk=2)  # both runs: two members, two processes
+    sandboxed = run_cells_sandboxed(pair, code, "t17.py", {}, ["digits"], SEEDS)
     assert [r.status for r in sandboxed] == ["ok", "ok"], [r.error for r in sandboxed]
-    ce = run(load_objective("ce"))
+    ce = pair.run_cells(load_objective("ce"), ["digits"], SEEDS)
     for s, c in zip(sandboxed, ce, strict=True):
         assert s.metrics["accuracy"] == pytest.approx(c.metrics["accuracy"], abs=1e-9)
         assert s.metrics["ece"] != pytest.approx(c.metrics["ece"], abs=1e-6)
-    bad = run_cells_sandboxed(SUITE, code.replace("softmax(-1)", "softmax(-1) * 3"),
+    bad = run_cells_sandboxed(SINGLE, code.replace("softmax(-1)", "softmax(-1) * 3"),
                               "t17x3.py", {}, ["digits"], [0])
     assert [(r.status, r.reason) for r in bad] == [("failed", "invalid-output")]
 
@@ -178,8 +184,10 @@ def test_sandboxed_calibrator_gives_the_in_process_numbers():
 @pytest.mark.slow
 def test_cli_prints_a_table_per_track(tmp_path):
     env = cli_environment(tmp_path / "home")
+    # --workers 1: the tables are the point, not the process pool (tests/test_cli.py's)
     cmd = [sys.executable, "-m", "harness.cli", "run", "suite", "calibration", "-o", "focal3",
-           "-o", "temperature", "--variants", "digits", "--seeds", "2", "--epochs", "2"]
+           "-o", "temperature", "--variants", "digits", "--seeds", "2", "--epochs", "2",
+           "--workers", "1"]
     out = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr
@@ -253,9 +261,9 @@ def test_cifar10_variant_runs_both_tracks_on_fixture_files(tmp_path):
     assert splits.x_train.shape == (180, 3, 32, 32) and splits.x_val.shape == (20, 3, 32, 32)
     assert np.bincount(splits.y_val, minlength=10).tolist() == [2] * 10  # stratified
     assert SUITE.variant("cifar10").queue == "gpu" and not SUITE.variant("cifar10").default
-    for name in ("ce", "temperature"):
-        results = SUITE.run_cells(load_objective(name), ["cifar10"], [0],
-                                  data_root=str(tmp_path))
+    for name in ("ce", "temperature"):  # one ResNet per run, not a chunk of five
+        results = SINGLE.run_cells(load_objective(name), ["cifar10"], [0],
+                                   data_root=str(tmp_path))
         assert [r.status for r in results] == ["ok"], [r.error for r in results]
         assert sum(results[0].curves["bin_count"]) == 30
 
@@ -270,7 +278,12 @@ def test_calibrator_that_takes_too_long_times_out():
             "def posthoc_calibration(val_logits, val_targets, test_logits):\n"
             "    time.sleep(600)\n"
             "    return test_logits.softmax(-1)\n")
-    limits = replace(Limits.for_run(SUITE, 1, 1), wall_seconds=20)
-    [r] = run_cells_sandboxed(SUITE, code, "sleeper.py", {}, ["digits"], [0], limits=limits)
+    # One member (one sandboxed process), its fork server started by a prompt calibrator
+    # first (a cold start takes seconds): a warm run reaches the calibrator in about 0.5 s,
+    # so 5 s of wall clock are spent in its sleep.
+    prompt = code.replace("time.sleep(600)", "pass")
+    assert run_cells_sandboxed(SINGLE, prompt, "prompt.py", {}, ["digits"], [0])[0].status == "ok"
+    limits = replace(Limits.for_run(SINGLE, 1, 1), wall_seconds=5)
+    [r] = run_cells_sandboxed(SINGLE, code, "sleeper.py", {}, ["digits"], [0], limits=limits)
     assert (r.status, r.reason) == ("timeout", "wall"), r.error
     assert r.metrics == {}

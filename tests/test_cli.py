@@ -3,12 +3,18 @@
 Every run uses the smoke-run protocol (``--epochs 2``, stored as suite version
 "1.0+e2") with few seeds and variants; nothing is mocked. The database is read
 directly with ``sqlite3`` at ``$HARNESS_HOME/harness.sqlite3``.
+
+Each command costs seconds before it trains (torch, migrations, a worker pool), so the
+tests share one trained home (``shared``) where they can, and pass ``--workers 1`` (train
+in the CLI's own process) where the worker pool is not what they test: the shared run,
+Ctrl-C and the killed run keep it exercised.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -29,6 +35,7 @@ SMOKE = "1.0+e2"
 FINAL = ("ok", "diverged", "failed", "timeout")
 MAIN_RUN = ["run", "suite", "noisy-labels", "-o", "gce", "--variants", "sym-0.4", "clean",
             "--seeds", "2", "--epochs", "2"]
+IN_PROCESS = ["--workers", "1"]  # no worker pool to start: not what the test is about
 NO_RESULTS = "no stored results for noisy-labels yet"
 
 
@@ -80,12 +87,24 @@ def env(cli_env) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    """One home holding the 8 cells of MAIN_RUN (trained once for several tests)."""
+    """One home holding the 8 cells of MAIN_RUN (trained once, over the worker pool, for
+    several tests), and ``pristine``: a copy of it as that run left it, for a test that
+    changes its cells in a home of its own (tests run in any order)."""
     root = tmp_path_factory.mktemp("shared")
     env = cli_environment(root / "home")
     proc = harness(*MAIN_RUN, "--json", env=env, cwd=root)
     assert proc.returncode == 0, proc.stderr
-    return SimpleNamespace(env=env, cwd=root, proc=proc, cells=cells(env))
+    pristine = root / "pristine-home"
+    shutil.copytree(root / "home", pristine)
+    return SimpleNamespace(env=env, cwd=root, proc=proc, cells=cells(env), pristine=pristine)
+
+
+@pytest.fixture(scope="module")
+def table(shared) -> subprocess.CompletedProcess:
+    """MAIN_RUN's human-readable tables, asked again once every cell is stored."""
+    proc = harness(*MAIN_RUN, env=shared.env, cwd=shared.cwd)
+    assert proc.returncode == 0, proc.stderr
+    return proc
 
 
 def first_run_cells(env: dict[str, str]) -> list[dict]:
@@ -156,9 +175,14 @@ def test_run_json_stores_every_cell(shared):
 
 
 @pytest.mark.slow
-def test_a_rerun_of_one_seed_reproduces_its_stored_cell_exactly(env, tmp_path):
+def test_a_rerun_of_one_seed_reproduces_its_stored_cell_exactly(shared, tmp_path):
     """Asked alone, seed 1 trains in its member chunk as it did beside the others (gce has
-    the op that once made the grouping matter: docs/reproducibility.md)."""
+    the op that once made the grouping matter: docs/reproducibility.md): first in the
+    shared run (2 variants × 2 seeds, over the worker pool), then alone, in a copy of
+    that home."""
+    env = cli_environment(tmp_path / "home")
+    shutil.copytree(shared.pristine, tmp_path / "home")
+
     def stored(seed: int) -> tuple[dict, dict, dict, int]:
         (cell_id, environment, attempts), = query(
             env, "SELECT c.id, c.environment, c.attempts FROM webapp_cell c JOIN "
@@ -170,12 +194,10 @@ def test_a_rerun_of_one_seed_reproduces_its_stored_cell_exactly(env, tmp_path):
                             cell_id))
         return metrics, curves, json.loads(environment), attempts
 
-    first = harness("run", "suite", "noisy-labels", "-o", "gce", "--variants", "sym-0.4",
-                    "clean", "--seeds", "3", "--epochs", "2", env=env, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
     before = stored(1)
     again = harness("run", "suite", "noisy-labels", "-o", "gce", "--variants", "sym-0.4",
-                    "--seed", "1", "--force", "--epochs", "2", env=env, cwd=tmp_path)
+                    "--seed", "1", "--force", "--epochs", "2", *IN_PROCESS, env=env,
+                    cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     after = stored(1)
     assert after[3] == 2 and stored(0)[3] == 1  # seed 1 alone was rerun and stored again
@@ -200,7 +222,8 @@ def test_rerun_skips_stored_cells_and_force_reruns_them(shared):
         assert c["attempts"] == 1
         assert c["finished_at"] == before[cid]["finished_at"]
 
-    forced = harness(*MAIN_RUN, "--force", "--json", env=shared.env, cwd=shared.cwd)
+    forced = harness(*MAIN_RUN, "--force", "--json", *IN_PROCESS, env=shared.env,
+                     cwd=shared.cwd)
     assert forced.returncode == 0, forced.stderr
     assert "already stored" not in forced.stderr
     rerun = {c["id"]: c for c in first_run_cells(shared.env)}
@@ -209,10 +232,8 @@ def test_rerun_skips_stored_cells_and_force_reruns_them(shared):
     assert all(c["finished_at"] != before[cid]["finished_at"] for cid, c in rerun.items())
 
 
-def test_human_readable_table(shared):
-    proc = harness(*MAIN_RUN, env=shared.env, cwd=shared.cwd)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+def test_human_readable_table(table):
+    out = table.stdout
     assert "already stored" in out
     assert "noisy-labels v1.0+e2 · sym-0.4" in out
     assert "noisy-labels v1.0+e2 · clean" in out
@@ -221,7 +242,7 @@ def test_human_readable_table(shared):
 
 
 @pytest.mark.slow
-def test_across_variants_table_names_the_worst_variant(shared):
+def test_across_variants_table_names_the_worst_variant(shared, table):
     suite = get_suite("noisy-labels")
     acc: dict[tuple[str, str], list[float]] = {}
     for label, variant, value in query(shared.env, """
@@ -233,9 +254,7 @@ def test_across_variants_table_names_the_worst_variant(shared):
     means = {k: sum(x) / len(x) for k, x in acc.items()}
     report = strict_json(shared.proc.stdout)["across_variants"]
     assert report["variants"] == ["sym-0.4", "clean"] and report["left_out"] == []
-    proc = harness(*MAIN_RUN, env=shared.env, cwd=shared.cwd)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout.split("· across variants ·", 1)[1]
+    out = table.stdout.split("· across variants ·", 1)[1]
     for label in ("gce", "ce"):
         per = {v: means[(label, v)] for v in ("sym-0.4", "clean")}
         worst = min(per, key=per.get)  # higher test accuracy is better
@@ -314,7 +333,7 @@ def test_objective_that_raises_is_stored_as_failed(env, tmp_path):
             return F.cross_entropy(logits, targets, reduction="none")
         """)
     proc = harness("run", "suite", "noisy-labels", "-o", "failing.py", "--variants", "sym-0.4",
-                   "--seeds", "2", "--epochs", "2", env=env, cwd=tmp_path)
+                   "--seeds", "2", "--epochs", "2", *IN_PROCESS, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr  # a failure is a result, not a crash
     assert "failing: 2 cells did not finish (failed: objective)" in proc.stdout
     assert "custom failure 42" in proc.stdout
@@ -344,7 +363,7 @@ def test_nan_loss_is_stored_as_diverged(env, tmp_path):
             return loss
         """)
     proc = harness("run", "suite", "noisy-labels", "-o", "nan_late.py", "--variants", "sym-0.4",
-                   "--seeds", "2", "--epochs", "2", "--json", env=env, cwd=tmp_path)
+                   "--seeds", "2", "--epochs", "2", "--json", *IN_PROCESS, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "nan_late: 2 seeds diverged" in proc.stderr
     rows = {r["objective"]: r for r in strict_json(proc.stdout)["variants"]["sym-0.4"]}
@@ -414,7 +433,8 @@ def _left_over(sid: int, wait: float = 20) -> list[int]:
 
 
 def _start_slow_run(env, tmp_path) -> subprocess.Popen:
-    """`harness run` of ce and an objective that sleeps in its hook, once ce is stored."""
+    """`harness run` of ce and an objective that sleeps in its hook, once ce is stored (each
+    in a process of the worker pool)."""
     write(tmp_path / "slow.py", """\
         import time
 
@@ -422,13 +442,14 @@ def _start_slow_run(env, tmp_path) -> subprocess.Popen:
 
 
         def classification_loss(logits, targets):
-            time.sleep(0.5)
+            if targets.shape[-1] > 8:  # training's batches, not the validator's
+                time.sleep(5)
             return F.cross_entropy(logits, targets, reduction="none")
         """)
     proc = subprocess.Popen(
-        # 20 epochs: ce trains in seconds, slow.py would sleep 160 s, far past any load.
+        # 2 epochs: ce trains in a second, slow.py would sleep 160 s, far past any load.
         [*CLI, "run", "suite", "noisy-labels", "-o", "slow.py", "--variants", "sym-0.4",
-         "--seeds", "2", "--epochs", "20", "--json"],
+         "--seeds", "2", "--epochs", "2", "--json"],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # As from a terminal: a shell without job control (CI) starts background commands
         # with SIGINT ignored, and Python then never raises KeyboardInterrupt. Its own
@@ -577,7 +598,7 @@ def test_sandbox_flag_trains_files_like_the_workers_do(env, tmp_path):
         def classification_loss(logits, targets):
             return F.cross_entropy(logits, targets, reduction="none")
         """)
-    common = ["--variants", "sym-0.4", "--seeds", "2", "--epochs", "2"]
+    common = ["--variants", "sym-0.4", "--seeds", "2", "--epochs", "2", *IN_PROCESS]
     proc = harness("run", "suite", "noisy-labels", "-o", "peeking.py", "-o", "honest.py",
                    *common, "--sandbox", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -7,7 +7,8 @@ listener standing in for the local PostgreSQL and Redis), or reads a secret from
 environment and prints it. Everything is checked from outside: the marker file, the
 listener's accepted connections, the CLI's output and the stored rows. The real `harness`
 command runs in subprocesses on the embedded SQLite default, with smoke-run epochs
-(as in tests/test_cli.py).
+(as in tests/test_cli.py), training in the CLI's own process (``--workers 1``: a sandboxed
+run over the worker pool is tests/test_fake_suite.py's).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.objectives.loading import load_objective
-from tests.test_cli import cells, harness, query, write
+from tests.test_cli import IN_PROCESS, cells, harness, query, write
 from tests.test_textsafe import RAW_CONTROLS
 
 SHORT = ["--variants", "clean", "--seeds", "1", "--epochs", "1"]
@@ -153,7 +154,7 @@ def test_run_sandbox_trains_an_honest_file_under_its_usual_version(env, tmp_path
     stored under the version an in-process load gives (code hash from the text)."""
     path = write(tmp_path / "honest.py", HONEST)
     proc = harness("run", "suite", "noisy-labels", "-o", "honest.py", "--set",
-                   "temperature=2", *SHORT, "--sandbox", env=env, cwd=tmp_path)
+                   "temperature=2", *SHORT, "--sandbox", *IN_PROCESS, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "top level ran" not in proc.stdout + proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
@@ -216,7 +217,7 @@ def test_help_says_what_running_without_the_sandbox_means(env, tmp_path):
 def test_captured_output_and_errors_are_printed_escaped(env, tmp_path):
     write(tmp_path / "noisy.py", PRINTS_CONTROLS)
     proc = harness("run", "suite", "noisy-labels", "-o", "noisy.py", *SHORT, "--sandbox",
-                   env=env, cwd=tmp_path)
+                   *IN_PROCESS, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "noisy: 1 cells did not finish (failed: objective)" in out

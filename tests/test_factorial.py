@@ -18,7 +18,9 @@ from webapp import storage
 from webapp.leaderboard.variance import variance_sources
 from webapp.models import Cell, FactorialCell, Objective, ObjectiveVersion
 
-RUN = ["run", "suite", "noisy-labels", "-o", "ce", "--variants", "sym-0.4", "--epochs", "2"]
+# --workers 1: no process pool to start (tests/test_cli.py runs the pool)
+RUN = ["run", "suite", "noisy-labels", "-o", "ce", "--variants", "sym-0.4", "--epochs", "2",
+       "--workers", "1"]
 
 
 def test_factorial_run_stores_every_combination_apart_and_its_diagonal_is_the_plain_seed(

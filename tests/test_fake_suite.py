@@ -129,9 +129,12 @@ def test_cli_runs_its_baselines_and_a_file_in_and_out_of_the_sandbox(tmp_path):
 
     user = tmp_path / "median_huber.py"
     user.write_text(MEDIAN_HUBER)
+    # A smoke run is enough to compare: in the CLI's own process, then in the sandbox over
+    # the worker pool (mse and median_huber a worker each: the CLI tests' one sandboxed run
+    # over the pool)
     args = ["run", "suite", NAME, "-o", str(user), "--variants", "out-0.4", "--seeds", "2",
-            "--json"]
-    plain = _cli(*args, env=env, cwd=tmp_path)
+            "--epochs", "2", "--json"]
+    plain = _cli(*args, "--workers", "1", env=env, cwd=tmp_path)
     sandboxed = _cli(*args, "--sandbox", env=_env(tmp_path / "other"), cwd=tmp_path)
     assert plain.returncode == 0 and sandboxed.returncode == 0, sandboxed.stderr
     row = [r for r in json.loads(plain.stdout)["variants"]["out-0.4"]
@@ -295,7 +298,7 @@ def test_a_web_submission_runs_in_the_sandbox_and_shows_on_the_run_page(
     sandbox validates and trains it, the run page shows each cell's headline in its unit."""
     from webapp.models import Submission
 
-    settings.HARNESS_EXECUTOR, settings.HARNESS_RUN_EPOCHS = "inline", 3
+    settings.HARNESS_EXECUTOR, settings.HARNESS_RUN_EPOCHS = "inline", 1
     client.force_login(django_user_model.objects.create_user("ann", password="ann-pass-123"))
     form = client.get("/submit/").content.decode()
     assert f'value="{NAME}"' in form and "needs regression_loss or posthoc_shift" in form

@@ -4,6 +4,9 @@ the PostgreSQL of the tests, with built-in objectives on a shortened noisy-label
 Every cell must land exactly once: one row, status ok, its metrics once, whatever is
 killed or restarted mid-run. The tests wait on database state (never fixed sleeps) and
 kill at deterministic points (a cell is seen running under the worker about to die).
+Cells are as short as that allows: a kill lands within ~0.1 s of the cell being seen
+running, so a cell that must be killed mid-run trains ~2.5 s (LONG), the many-cell tests'
+~0.5 s (SHORT).
 
 The broker is a private redis-server started here on a free port (database 14), so the
 restart test can stop it; workers see pytest-django's test database through
@@ -12,6 +15,7 @@ DATABASE_URL. The PostgreSQL restart needs `pg_ctlcluster` (Debian, run as root 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -37,8 +41,10 @@ from webapp.models import Cell, Metric
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parent.parent
-LONG = "1.0+e150"  # one seed trains ~4 s: a kill seen "running" lands mid-cell
-SHORT = "1.0+e30"  # ~1 s per cell: the many-cell tests
+# A group trains its chunk of 5 members (harness/chunks.py) on one thread, ~0.08 s an epoch
+# on an idle core (2-3 times that beside the other pytest worker).
+LONG = "1.0+e30"  # ~2.5 s: a kill after the cell is seen "running" lands mid-cell
+SHORT = "1.0+e5"  # ~0.5 s per cell: the many-cell tests
 METRICS = {"clean": 5}  # metrics stored per cell: no noisy labels, no memorization (else 7)
 WAIT = 180.0  # seconds any one condition may take on a slow, busy machine
 
@@ -130,21 +136,58 @@ class Workers:
         self.broker, self.directory = broker, directory
         self.processes: dict[str, subprocess.Popen] = {}
         self.logs: list[Path] = []
+        self.log_of: dict[str, Path] = {}
 
-    def start(self, name: str, **env) -> subprocess.Popen:
+    def start(self, name: str, wait: bool = True, **env) -> subprocess.Popen:
+        """Start worker ``name``; with ``wait``, return once it is ready (else see ready)."""
         log = self.directory / f"{name}-{len(self.logs)}.log"
         self.logs.append(log)
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "tasks", "worker", "--queues", "cpu",
              "--concurrency", "1", "--hostname", f"{name}@faults", "--loglevel", "INFO",
-             "--without-mingle", "--without-gossip", "--without-heartbeat"],
+             "--without-mingle", "--without-gossip", "--without-heartbeat",
+             # A pool process imports torch as it starts: beside the other pytest worker that
+             # can take longer than Celery's 4 s, which then kills it and forks another, over
+             # and over (tasks/worker.py).
+             "--", "worker.proc_alive_timeout=120"],
             cwd=ROOT, env=worker_environment(self.broker, self.directory / "home", **env),
             stdout=log.open("w"), stderr=subprocess.STDOUT)
-        self.processes[name] = process
-        until(lambda: f"{name}@faults ready." in log.read_text() or process.poll() is not None,
+        self.processes[name], self.log_of[name] = process, log
+        if wait:
+            self.ready(name)
+        return process
+
+    def start_all(self, names: list[str], **env) -> None:
+        """Start several workers at once (their start-ups overlap), then wait for all."""
+        for name in names:
+            self.start(name, wait=False, **env)
+        for name in names:
+            self.ready(name)
+
+    def ready(self, name: str, pool: bool = False) -> None:
+        """Wait until worker ``name`` is ready; with ``pool``, also until its pool process
+        has started (imported torch), so that a message it takes runs at once."""
+        process, log = self.processes[name], self.log_of[name]
+        marks = [f"{name}@faults ready."] + (["torch threads"] if pool else [])
+        until(lambda: all(m in log.read_text() for m in marks) or process.poll() is not None,
               f"worker {name} to be ready", report=self.report)
         assert process.poll() is None, self.report()
-        return process
+
+    def assert_alive(self) -> None:
+        for name, process in self.processes.items():
+            assert process.poll() is None, f"worker {name} exited\n{self.report()}"
+
+    @contextlib.contextmanager
+    def paused(self):
+        """SIGSTOP the workers' main processes (consumers and reapers) meanwhile; their pool
+        processes go on training."""
+        for process in self.processes.values():
+            process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for process in self.processes.values():
+                process.send_signal(signal.SIGCONT)
 
     def kill_main(self, name: str) -> None:
         """SIGKILL the worker's main process (its pool process dies with it: PDEATHSIG)."""
@@ -160,17 +203,15 @@ class Workers:
         os.kill(child, signal.SIGKILL)
 
     def stop_all(self) -> None:
+        """SIGKILL every worker and its pool process: the test is over, nothing is left to
+        finish (a warm shutdown takes seconds)."""
         for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                for pid in child_pids(process.pid):
+            for pid in child_pids(process.pid):
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                process.kill()
-                process.wait(timeout=10)
+            process.kill()
+        for process in self.processes.values():
+            process.wait(timeout=30)
         self.processes.clear()
 
     def text(self) -> str:
@@ -294,9 +335,12 @@ def test_a_killed_worker_is_redelivered_by_redis_to_another_worker(workers, brok
     """The whole worker dies: its message stays unacknowledged in Redis until the
     visibility timeout, then Redis hands it to the other worker, which takes the cell
     once its heartbeat is stale. The reapers are off: redelivery alone does it."""
-    quick = {"HARNESS_VISIBILITY_TIMEOUT": 8, "HARNESS_REAP_INTERVAL": 0,
-             "HARNESS_HEARTBEAT_TIMEOUT": 3}
-    workers.start("a", **quick)
+    # Redelivered 5 s after a took it (killed well within: its pool process was up), when
+    # a's heartbeat is 2 s stale; nobody reaps a beat that is late while a still runs.
+    quick = {"HARNESS_VISIBILITY_TIMEOUT": 5, "HARNESS_REAP_INTERVAL": 0,
+             "HARNESS_HEARTBEAT_TIMEOUT": 2}
+    workers.start("a", wait=False, **quick)
+    workers.ready("a", pool=True)  # the message runs at once: killed well within visibility
     ids = cells_for(["ce"], ["sym-0.4"], [0], LONG)
     send(broker, ids)
     until(lambda: running_under(ids, "a"), "the cell to run on a", report=workers.report)
@@ -338,14 +382,14 @@ def test_a_killed_worker_is_reaped_and_a_restarted_one_requeues_its_own(workers,
 def test_a_redis_restart_mid_run_loses_messages_and_every_cell_still_lands(workers, broker):
     ids = cells_for(["ce", "gce"], ["clean", "sym-0.4", "asym-0.4"], [0, 1], SHORT)
     assert send(broker, ids) == 6  # before the workers start: their reapers send unsent cells
-    workers.start("a")
-    workers.start("b")
+    workers.start_all(["a", "b"])  # together: neither drains the queue alone meanwhile
     until(lambda: Cell.objects.filter(pk__in=ids, status=Cell.RUNNING).exists()
           and broker.client().llen("cpu") > 0, "cells running with messages still waiting",
           report=workers.report)
-    broker.stop()  # no persistence: the waiting messages are gone
-    broker.start()
-    assert broker.client().llen("cpu") == 0
+    with workers.paused():  # no reaper sends the lost cells again before the loss is seen
+        broker.stop()  # no persistence: the waiting messages are gone
+        broker.start()
+        assert broker.client().llen("cpu") == 0
     until(lambda: all_finished(ids), "every cell to land after the restart",
           report=workers.report)
     assert_stored_once(ids, workers)
@@ -358,8 +402,7 @@ def test_a_postgres_restart_mid_run_is_retried_and_every_cell_lands(workers, bro
     if shutil.which("pg_ctlcluster") is None or not versions or os.geteuid() != 0:
         pytest.skip("needs Debian's pg_ctlcluster as root (CI)")
     version = max(versions, key=lambda v: [int(p) for p in v.split(".") if p.isdigit()])
-    workers.start("a")
-    workers.start("b")
+    workers.start_all(["a", "b"])
     ids = cells_for(["ce", "gce"], ["clean", "sym-0.4", "asym-0.4"], [0, 1], SHORT)
     send(broker, ids)
     until(lambda: Cell.objects.filter(pk__in=ids, status=Cell.RUNNING).exists(),
@@ -369,7 +412,14 @@ def test_a_postgres_restart_mid_run_is_retried_and_every_cell_lands(workers, bro
     until(lambda: all_finished(ids), "every cell to land after the restart",
           report=workers.report)
     assert_stored_once(ids, workers)
-    assert "OperationalError" in workers.text()  # the workers did lose the database
+    # the workers did lose the database (a reaper round may say so only after the last
+    # of these quick cells landed)
+    until(lambda: "OperationalError" in workers.text(), "the workers to report the restart",
+          report=workers.report)
+
+
+# A killed worker's cells go back after 3 s without a heartbeat (beats every 0.5 s).
+FIFTY = {"HARNESS_HEARTBEAT_TIMEOUT": 3}
 
 
 def test_fifty_cells_under_random_worker_kills_each_land_exactly_once(workers, broker):
@@ -380,13 +430,16 @@ def test_fifty_cells_under_random_worker_kills_each_land_exactly_once(workers, b
     # sent before the workers start: a running worker's reaper sends never-sent queued
     # cells itself, and could take some of these before this send does
     assert len(ids) == 50 and send(broker, ids) == 25
-    workers.start("w0")
-    workers.start("w1")
+    workers.start_all(["w0", "w1"], **FIFTY)
     kills, restarts = 0, 0
     while kills < 6 and not all_finished(ids):
         name = rng.choice(sorted(workers.processes))
-        cell = until(lambda n=name: running_under(ids, n) or all_finished(ids),
-                     f"a cell to run on {name}", report=workers.report)
+
+        def victim(n=name):
+            workers.assert_alive()  # a restarted worker that died is a failure, not a wait
+            return running_under(ids, n) or all_finished(ids)
+
+        cell = until(victim, f"a cell to run on {name}", report=workers.report)
         if cell is True:
             break
         if rng.random() < 0.5:
@@ -394,7 +447,10 @@ def test_fifty_cells_under_random_worker_kills_each_land_exactly_once(workers, b
         else:
             workers.kill_main(name)
             restarts += 1  # again under the same name, or a new one (the reaper's case)
-            workers.start(name if rng.random() < 0.5 else f"w{restarts + 1}")
+            # not waited for: the next kill comes while it starts, so that the kills do
+            # not wait on start-ups while the other worker finishes the cells
+            workers.start(name if rng.random() < 0.5 else f"w{restarts + 1}", wait=False,
+                          **FIFTY)
         kills += 1
         until(lambda c=cell: not Cell.objects.filter(pk=c.pk, status=Cell.RUNNING,
                                                      attempts=c.attempts).exists(),

@@ -3,7 +3,8 @@ uploading to a live test server (Django's live_server on the real PostgreSQL) wh
 runs through the real Celery task (eagerly) and the sandbox; nothing is mocked.
 
 Plain cross-entropy (``ce``), trained locally as a user would (sandboxed, both variants
-in one run) and re-run by the server as it trains a submission (one variant a job): a
+in one run; in the CLI's own process, ``--workers 1``: the worker pool is tested in
+tests/test_cli.py) and re-run by the server as it trains a submission (one variant a job): a
 cell's numbers do not depend on the job it shares (harness/chunks.py), and the local run
 and the server share this machine's row-order key (a real server's differs: an upload of
 a position-dependent objective is then "unverifiable", naming the key;
@@ -30,8 +31,9 @@ from webapp.models import Cell, Upload
 
 CLI = [sys.executable, "-m", "harness.cli"]
 SEEDS = 3  # noisy-labels' minimum of seeds per variant
+IN_PROCESS = ["--workers", "1"]  # no worker pool to start: a command costs seconds already
 RUN = ["run", "suite", "noisy-labels", "-o", "my_ce.py", "--seeds", str(SEEDS), "--epochs",
-       "1", "--sandbox", "--variants"]
+       "1", "--sandbox", *IN_PROCESS, "--variants"]
 VARIANTS = ("clean", "sym-0.4")
 SUBMIT = ["submit", "my_ce.py", "--suite", "noisy-labels", "--epochs", "1",
           "--variants", "clean", "sym-0.4"]
@@ -144,7 +146,7 @@ def test_submit_refuses_clearly_without_results_token_seeds_or_with_changed_code
     assert "mnist/sym-0.4 is an opt-in variant" in refused(*SUBMIT[:-2], "mnist/sym-0.4")
     assert "no local results for my_ce.py: run it first" in refused(*SUBMIT)
     few = ["run", "suite", "noisy-labels", "-o", "my_ce.py", "--seeds", "2", "--epochs", "1",
-           "--variants", *VARIANTS]
+           *IN_PROCESS, "--variants", *VARIANTS]
     assert harness(*few, env=env, cwd=tmp_path).returncode == 0
     assert "too few seeds: noisy-labels needs at least 3 per variant" in refused(*SUBMIT)
     assert "there are results at 1.0+e1 (pass --epochs N" in refused(
@@ -165,17 +167,17 @@ def _local_values(home: Path) -> dict[tuple[str, int], float]:
 
 # --- an objective whose last bits depend on the row order -------------------------------
 
+# One epoch: the row order moves the last bits of the first epoch's losses already.
 GCE_RUN = ["run", "suite", "noisy-labels", "-o", "my_gce.py", "--seeds", str(SEEDS),
-           "--epochs", "2", "--sandbox", "--variants", "sym-0.4"]
-GCE_SUBMIT = ["submit", "my_gce.py", "--suite", "noisy-labels", "--epochs", "2",
+           "--epochs", "1", "--sandbox", *IN_PROCESS, "--variants", "sym-0.4"]
+GCE_SUBMIT = ["submit", "my_gce.py", "--suite", "noisy-labels", "--epochs", "1",
               "--variants", "sym-0.4", "--wait"]
 
 
 @pytest.fixture
 def other_machine(tmp_path, settings, monkeypatch) -> tuple[Path, dict[str, str]]:
     """my_gce.py (the built-in gce under a name of its own) on a laptop whose sandbox key
-    is not the server's; the server trains two epochs and checks every seed."""
-    settings.HARNESS_RUN_EPOCHS = 2
+    is not the server's; the server (one epoch: ``server``) checks every seed."""
     settings.HARNESS_VERIFY_FRACTION = 1.0
     monkeypatch.setenv("HARNESS_SANDBOX_KEY", "the-server-s-own-row-order-key")
     (tmp_path / "my_gce.py").write_text(read_source(Path(builtins()["gce"].path)))

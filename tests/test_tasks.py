@@ -522,6 +522,22 @@ def test_cells_held_query_only_matches_the_claims_attempt(version):
 
 
 SETUP = """
+import time
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+deadline = time.monotonic() + 90
+while True:  # started beside serve, whose migrations come first
+    try:
+        executor = MigrationExecutor(connection)
+        if not executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            break
+    except Exception:  # the database file is new, or locked by the migrations
+        if time.monotonic() > deadline:
+            raise
+    if time.monotonic() > deadline:
+        raise SystemExit("serve did not migrate the database within 90 s")
+    connection.close()
+    time.sleep(0.2)
 from django.contrib.auth.models import User
 from harness.objectives.loading import load_objective
 from harness import registry
@@ -566,6 +582,11 @@ def test_serve_with_worker_runs_submissions_on_the_embedded_broker(tmp_path):
     serve = subprocess.Popen([sys.executable, "manage.py", "serve", f"127.0.0.1:{port}",
                               "--with-worker"], cwd=root, env=env, stdout=log,
                              stderr=subprocess.STDOUT, start_new_session=True)
+    # The web app's runner inside serve is the worker; this shell sends like it would. It
+    # starts (imports) while serve does, and waits for serve's migrations.
+    setup = subprocess.Popen([sys.executable, "manage.py", "shell", "-c", SETUP], cwd=root,
+                             env={**env, "HARNESS_EXECUTOR": "tasks.dispatch:enqueue"},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
 
     def get(path):
@@ -582,12 +603,9 @@ def test_serve_with_worker_runs_submissions_on_the_embedded_broker(tmp_path):
                 assert serve.poll() is None and time.monotonic() < deadline, (
                     (tmp_path / "serve.log").read_text())
                 time.sleep(0.2)
-        # The web app's runner inside serve is the worker; this shell sends like it would.
-        setup_env = {**env, "HARNESS_EXECUTOR": "tasks.dispatch:enqueue"}
-        out = subprocess.run([sys.executable, "manage.py", "shell", "-c", SETUP], cwd=root,
-                             env=setup_env, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        submission = int(out.stdout.split("SUBMISSION")[1])
+        stdout, stderr = setup.communicate(timeout=120)
+        assert setup.returncode == 0, stderr
+        submission = int(stdout.split("SUBMISSION")[1])
         deadline = time.monotonic() + 120
         while True:
             state = json.loads(get(f"/runs/{submission}/status.json"))
@@ -598,6 +616,9 @@ def test_serve_with_worker_runs_submissions_on_the_embedded_broker(tmp_path):
             state, (tmp_path / "serve.log").read_text()[-4000:])
         assert {c["worker"] for c in state["cells"]} == {f"local@{socket.gethostname()}"}
     finally:
+        if setup.poll() is None:
+            setup.kill()
+            setup.wait()
         serve.terminate()  # serve stops the web server and the worker itself
         try:
             serve.wait(timeout=60)
