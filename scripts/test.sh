@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-.venv/bin/python}
+unset PYTHON  # the tests' subprocesses find their own (tests/test_deploy.py)
 WORKERS=${TEST_WORKERS:-2}
 export DATABASE_URL=${DATABASE_URL:-postgres://harness:harness@127.0.0.1:5432/harness}
 reports=$(mktemp -d -t harness-test-reports-XXXXXX)

@@ -226,7 +226,9 @@ def deploy_db():
 @pytest.fixture
 def entry_env(deploy_db, tmp_path) -> dict[str, str]:
     """What a container gets: production settings, PostgreSQL by URL, the broker's URL."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "DJANGO_"))}
+    # nor the PYTHON that `make test` hands its scripts (a relative path, from the repository)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HARNESS_", "DJANGO_")) and k != "PYTHON"}
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         DJANGO_SETTINGS_MODULE="webapp.settings",

@@ -152,20 +152,24 @@ def test_a_builder_returning_something_else_is_an_error(calls):
     assert not list((fixtures.root() / "fx" / "model").glob("*.npz"))
 
 
-def _load_in_child(cache: str, calls: str) -> None:
+def _load_in_child(cache: str, calls: str, start) -> None:
     os.environ[fixtures.ENV], os.environ["FIXTURE_CALLS"] = cache, calls
+    start.wait(60)  # both processes imported: they ask for the entry together
     fixtures.load(suite(config={"scale": 2.0, "sleep": 0.5}), "model", 7)
 
 
 def test_two_processes_build_an_entry_once(calls, tmp_path):
-    ctx = multiprocessing.get_context("fork")
+    # spawned, not forked: a fork of a pytest-xdist worker can copy a lock its I/O thread
+    # holds, and hang
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(2)
     procs = [ctx.Process(target=_load_in_child, args=(os.environ[fixtures.ENV],
-                                                      os.environ["FIXTURE_CALLS"]))
+                                                      os.environ["FIXTURE_CALLS"], start))
              for _ in range(2)]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(30)
+        p.join(120)
     assert [p.exitcode for p in procs] == [0, 0]
     assert calls() == ["7"]
     folder = fixtures.root() / "fx" / "model"
