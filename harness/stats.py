@@ -52,7 +52,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 __all__ = [
     "Comparison",
@@ -108,6 +107,14 @@ class Comparison:
     alpha: float = 0.05
 
 
+def _scipy():
+    """``scipy.stats``, imported when first needed: the import takes about a second, which
+    every CLI command and worker start-up would pay even when it computes no statistic."""
+    from scipy import stats
+
+    return stats
+
+
 def _scores(values: ArrayLike, name: str = "values") -> np.ndarray:
     """Validates per-seed scores and returns them as a float array of shape (n,)."""
     x = np.asarray(values, dtype=float)
@@ -140,7 +147,7 @@ def _percentile_ci(
     Each array in ``data`` has shape (n,); the statistic may return a scalar or a
     stack of k statistics, shape (k, ...). Returns (low, high), each of shape () or (k,).
     """
-    res = stats.bootstrap(
+    res = _scipy().bootstrap(
         data,
         statistic,
         paired=paired,
@@ -157,7 +164,7 @@ def _percentile_ci(
 def _t_quantile(q: float, df: int) -> float:
     """``t.ppf(q, df)``, remembered: scipy's call costs ~0.2 ms, and a table asks for the
     same few quantiles hundreds of times (the value is the same float either way)."""
-    return float(stats.t.ppf(q, df))
+    return float(_scipy().t.ppf(q, df))
 
 
 def t_interval(x: ArrayLike, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -180,7 +187,7 @@ def t_test(diff: ArrayLike) -> np.ndarray:
     mean, sd = np.mean(d, axis=-1), np.std(d, axis=-1, ddof=1)
     constant = np.all(d == d[..., :1], axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = 2.0 * stats.t.sf(np.abs(mean / (sd / math.sqrt(n))), n - 1)
+        p = 2.0 * _scipy().t.sf(np.abs(mean / (sd / math.sqrt(n))), n - 1)
     return np.where(constant, np.where(mean == 0, 1.0, 0.0), p)
 
 
@@ -270,7 +277,7 @@ def _poi(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
     x = np.moveaxis(x, axis, -1)
     y = np.moveaxis(y, axis, -1)
     n, m = x.shape[-1], y.shape[-1]
-    ranks = stats.rankdata(np.concatenate([x, y], axis=-1), axis=-1)
+    ranks = _scipy().rankdata(np.concatenate([x, y], axis=-1), axis=-1)
     u = ranks[..., :n].sum(axis=-1) - n * (n + 1) / 2
     return u / (n * m)
 
@@ -445,7 +452,7 @@ def rank_intervals(
                       for a in arrays.values()])  # (names, replicates)
     # 1 + the number of strictly better means = the "min" rank of the negated means: a sort
     # per replicate instead of comparing every pair (the same integers, far fewer steps)
-    ranks = stats.rankdata(-means, method="min", axis=0).astype(np.int64)  # (names, replicates)
+    ranks = _scipy().rankdata(-means, method="min", axis=0).astype(np.int64)  # (names, replicates)
     alpha = 1.0 - confidence
     low = np.floor(np.quantile(ranks, alpha / 2, axis=1)).astype(int)
     high = np.ceil(np.quantile(ranks, 1 - alpha / 2, axis=1)).astype(int)
@@ -479,7 +486,7 @@ def mean_ranks(
         if not names:
             continue
         values = np.array([table[name][col] for name in names], dtype=float)
-        ranks = stats.rankdata(-values if higher_is_better else values)
+        ranks = _scipy().rankdata(-values if higher_is_better else values)
         for name, r in zip(names, ranks, strict=True):
             rank_sum[name] += float(r)
             count[name] += 1

@@ -20,7 +20,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
-import scipy.stats
 
 from harness.suite import Suite, is_number
 from webapp import storage
@@ -161,6 +160,8 @@ def family_plot(series: dict, labels: Iterable[str], *, metric: str, spec: dict)
 def _family_ranks(points: dict[str, list], n: int, higher: bool) -> tuple[dict, set]:
     """Each objective's mean rank (1 = best; ties share the mean of their places) over the
     variants it ran, and the objectives best on at least one variant."""
+    import scipy.stats  # here: a second to import, which the CLI's commands need not pay
+
     ranks: dict[str, list[float]] = {k: [] for k in points}
     best: set[str] = set()
     for j in range(n):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.stats
 
 ALPHA = 0.05
 TAU_POINTS = 41  # the τ grid of a profile, from 0 to the largest gap
@@ -63,6 +62,8 @@ def critical_difference(summary: dict, alpha: float = ALPHA) -> dict | None:
     """Mean ranks (1 = best, ties share their places), the Friedman test over the ranked
     variants and the Nemenyi CD with the groups it cannot separate; None with fewer than 2
     objectives or 2 variants."""
+    import scipy.stats  # here: a second to import, which the CLI's commands need not pay
+
     rows, variants, scores = ranked_matrix(summary)
     k, n = len(rows), len(variants)
     if k < 2 or n < 2:
@@ -100,6 +101,8 @@ def _friedman(scores: np.ndarray) -> float | None:
     where it is undefined (every variant ranks all objectives equal)."""
     if scores.shape[0] < 3:
         return None
+    import scipy.stats
+
     with np.errstate(all="ignore"):
         try:
             p = scipy.stats.friedmanchisquare(*scores).pvalue
