@@ -279,6 +279,32 @@ def test_digits_split_shapes_range_and_determinism():
         np.testing.assert_array_equal(a, b)
 
 
+def test_the_public_split_is_kept_on_disk_and_read_back_exactly(tmp_path, monkeypatch):
+    from harness.data import digits
+
+    monkeypatch.setenv("HARNESS_FIXTURES", str(tmp_path))
+    digits_split.cache_clear()
+    fresh = digits._split(digits.SPLIT_SEED)  # scikit-learn's draw, no cache involved
+    try:
+        written = digits_split()
+        [path] = (tmp_path / "digits").iterdir()  # no temporary file left
+        assert path.name.startswith(f"split-{digits.SPLIT_SEED}-sklearn-")
+        digits_split.cache_clear()
+        read = digits_split()
+        digits_split(7)  # another split (a held-out secret's) is never written
+        assert list((tmp_path / "digits").iterdir()) == [path]
+        path.write_bytes(b"not an npz")  # unreadable: drawn again and rewritten
+        digits_split.cache_clear()
+        again = digits_split()
+        for got in (written, read, again):
+            for a, b in zip(got, fresh, strict=True):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b)
+        assert np.load(path)["y_test"].shape == (797,)
+    finally:
+        digits_split.cache_clear()
+
+
 def test_digits_split_stratified_partition():
     from sklearn.datasets import load_digits
 

@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
+import os
+import tempfile
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +20,25 @@ TRAIN_SIZE = 1000
 def digits_split(seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train [1000, 64], y_train, x_test [797, 64], y_test), x in [0, 1]; another ``seed``
     draws another stratified split (a held-out variant's, from the server's secret)."""
+    if seed != SPLIT_SEED:  # a secret's split is never written down
+        return _split(seed)
+    # The public split, kept beside the fixtures: importing scikit-learn takes about a
+    # second, which every CLI run and worker process would pay again.
+    path = _cache_path()
+    try:
+        with np.load(path) as saved:
+            return tuple(saved[k] for k in _PARTS)  # type: ignore[return-value]
+    except (OSError, KeyError, ValueError):  # none yet, or unreadable: split again
+        pass
+    split = _split(seed)
+    _save(path, split)
+    return split
+
+
+_PARTS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def _split(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -24,3 +48,24 @@ def digits_split(seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray, np.nda
     x_tr, x_te, y_tr, y_te = train_test_split(x, y, train_size=TRAIN_SIZE, stratify=y,
                                               random_state=seed % 2**32)
     return x_tr, y_tr, x_te, y_te
+
+
+def _cache_path() -> Path:
+    """Named by the split's seed and scikit-learn's version (which draws it)."""
+    from harness import fixtures
+
+    version = importlib.metadata.version("scikit-learn")
+    return fixtures.root() / "digits" / f"split-{SPLIT_SEED}-sklearn-{version}.npz"
+
+
+def _save(path: Path, split: tuple[np.ndarray, ...]) -> None:
+    """Written whole or not at all (processes may race to write it: the same bytes)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".split-", suffix=".npz",
+                                         delete=False) as f:
+            np.savez(f, **dict(zip(_PARTS, split, strict=True)))
+        os.replace(f.name, path)
+    except OSError:  # a read-only cache: the split is still returned, just not kept
+        with contextlib.suppress(OSError, NameError):
+            os.unlink(f.name)

@@ -7,7 +7,6 @@ objective sees the same noisy labels for seed k (paired seeds).
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 # MNIST-style class-dependent flips (APL `MNISTNoisy`): 7→1, 2→7, 5↔6, 3→8.
 MNIST_ASYMMETRIC = {7: 1, 2: 7, 5: 6, 6: 5, 3: 8}
@@ -47,6 +46,8 @@ def instance_dependent(x: np.ndarray, y: np.ndarray, rate: float, num_classes: i
     ``x`` is [N, D] flattened features; their scale shapes the noise (the original uses
     0–255 pixels, which makes each sample flip to nearly one class), so callers fix it.
     """
+    from scipy import stats  # here: its import takes a second, for the IDN variants alone
+
     n, d = x.shape
     a, b = (0 - rate) / norm_std, (1 - rate) / norm_std
     q = stats.truncnorm.rvs(a, b, loc=rate, scale=norm_std, size=n, random_state=rng)
