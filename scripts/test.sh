@@ -35,7 +35,7 @@ if [ -n "${COVERAGE:-}" ]; then
   rm -f .coverage .coverage.*
   cov_first=(--cov --cov-report=) cov_then=(--cov --cov-append --cov-report=)
 fi
-run parallel -n "$WORKERS" --dist loadfile -m "not serial" "${cov_first[@]}" "$@"
+run parallel -n "$WORKERS" --dist loadfile --no-loadscope-reorder -m "not serial" "${cov_first[@]}" "$@"
 run serial -p no:xdist -m serial "${cov_then[@]}" "$@"
 "$PY" scripts/test_times.py "${walls[@]}"
 if [ -n "${COVERAGE:-}" ]; then "$PY" scripts/coverage_by_package.py; fi
