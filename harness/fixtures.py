@@ -193,11 +193,13 @@ def _write(folder: Path, k: str, arrays: dict[str, np.ndarray],
     manifest = {"key": k, "sha256": hashlib.sha256(blob).hexdigest(), "arrays": sorted(arrays),
                 "bytes": len(blob), "created": time.time(), **about}
     # The archive first, the manifest last: an entry is valid only once both are in place.
-    _replace(folder / f"{k}.npz", blob)
-    _replace(folder / f"{k}.json", json.dumps(manifest, sort_keys=True).encode())
+    write_atomically(folder / f"{k}.npz", blob)
+    write_atomically(folder / f"{k}.json", json.dumps(manifest, sort_keys=True).encode())
 
 
-def _replace(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
+    """``data`` at ``path`` whole or not at all: written to a temporary file beside it,
+    synced, then renamed over it (a reader never sees half a file)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:

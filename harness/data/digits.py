@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
-import os
-import tempfile
+import io
+import zipfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,10 +24,10 @@ def digits_split(seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray, np.nda
     # The public split, kept beside the fixtures: importing scikit-learn takes about a
     # second, which every CLI run and worker process would pay again.
     path = _cache_path()
-    try:
+    try:  # none yet, or unreadable (a damaged file): split again and write it anew
         with np.load(path) as saved:
             return tuple(saved[k] for k in _PARTS)  # type: ignore[return-value]
-    except (OSError, KeyError, ValueError):  # none yet, or unreadable: split again
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
         pass
     split = _split(seed)
     _save(path, split)
@@ -59,13 +58,13 @@ def _cache_path() -> Path:
 
 
 def _save(path: Path, split: tuple[np.ndarray, ...]) -> None:
-    """Written whole or not at all (processes may race to write it: the same bytes)."""
+    """Kept when the cache is writable (processes racing to write it write the same bytes)."""
+    from harness import fixtures
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **dict(zip(_PARTS, split, strict=True)))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".split-", suffix=".npz",
-                                         delete=False) as f:
-            np.savez(f, **dict(zip(_PARTS, split, strict=True)))
-        os.replace(f.name, path)
+        fixtures.write_atomically(path, buffer.getvalue())
     except OSError:  # a read-only cache: the split is still returned, just not kept
-        with contextlib.suppress(OSError, NameError):
-            os.unlink(f.name)
+        pass
