@@ -13,14 +13,13 @@ from harness import seeding
 from harness.registry import get_suite
 from harness.suite import CellResult
 from harness.variance import FACTORS, complete_grid, decompose
-from tests.test_cli import harness, query, strict_json
+from tests.test_cli import IN_PROCESS, harness, query, strict_json
 from webapp import storage
 from webapp.leaderboard.variance import variance_sources
 from webapp.models import Cell, FactorialCell, Objective, ObjectiveVersion
 
-# --workers 1: no process pool to start (tests/test_cli.py runs the pool)
 RUN = ["run", "suite", "noisy-labels", "-o", "ce", "--variants", "sym-0.4", "--epochs", "2",
-       "--workers", "1"]
+       *IN_PROCESS]
 
 
 def test_factorial_run_stores_every_combination_apart_and_its_diagonal_is_the_plain_seed(

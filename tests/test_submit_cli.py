@@ -26,12 +26,12 @@ from harness.environment import torch_threads
 from harness.objectives.loading import read_source
 from harness.registry import builtins
 from tests.conftest import cli_environment
+from tests.test_cli import IN_PROCESS  # a command costs seconds already: no pool too
 from webapp import tokens
 from webapp.models import Cell, Upload
 
 CLI = [sys.executable, "-m", "harness.cli"]
 SEEDS = 3  # noisy-labels' minimum of seeds per variant
-IN_PROCESS = ["--workers", "1"]  # no worker pool to start: a command costs seconds already
 RUN = ["run", "suite", "noisy-labels", "-o", "my_ce.py", "--seeds", str(SEEDS), "--epochs",
        "1", "--sandbox", *IN_PROCESS, "--variants"]
 VARIANTS = ("clean", "sym-0.4")
