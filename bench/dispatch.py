@@ -77,7 +77,7 @@ def main() -> None:
 
     redis.Redis.from_url(args.broker).flushdb()
 
-    from harness.registry import get_suite
+    from harness.contract.registry import get_suite
 
     suite = get_suite(SUITE)
     if args.epochs:

@@ -24,7 +24,7 @@ functions with the most cumulative time (cProfile).
 
 The suite is synthetic: ``bench-synthetic`` with ``--variants`` variants
 (``v00``...) and ``--metrics`` metrics (``m0`` is the headline, accuracy-like),
-registered only inside this process (``harness.registry.add_packages`` of a module
+registered only inside this process (``harness.contract.registry.add_packages`` of a module
 object made here; the real suites stay registered, with no results). Objectives
 ``ce`` (the reference), ``obj-001``... (the first 15 are built-in baselines, the rest
 belong to 20 users, one in four private), one version each. Scores are
@@ -145,7 +145,7 @@ def setup(args: argparse.Namespace) -> None:
 
 
 def synthetic_suite(variants: int, metrics: int):
-    from harness.suite import Anchors, CurveSpec, MetricSpec, Suite, Variant, VariantAxis
+    from harness.contract.suite import Anchors, CurveSpec, MetricSpec, Suite, Variant, VariantAxis
 
     specs = tuple(MetricSpec(f"m{i}", "headline accuracy" if i == 0 else f"metric {i}",
                              better="lower" if i % 3 == 2 else "higher",
@@ -165,8 +165,7 @@ def synthetic_suite(variants: int, metrics: int):
 
 
 def register_suite(variants: int, metrics: int) -> None:
-    from harness import registry
-
+    from harness.contract import registry
     module = types.ModuleType("bench_synthetic_suite")
     module.SUITE = synthetic_suite(variants, metrics)
     sys.modules[module.__name__] = module
@@ -185,7 +184,7 @@ def load(args: argparse.Namespace, first: int, last: int) -> dict:
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from harness.registry import get_suite
+    from harness.contract.registry import get_suite
     from webapp.models import Objective, ObjectiveVersion
 
     suite = get_suite(SUITE_NAME)
@@ -450,7 +449,7 @@ class Lander:
     objective, the given variant, the next unused seed, every suite metric."""
 
     def __init__(self, args: argparse.Namespace, n_objectives: int):
-        from harness.registry import get_suite
+        from harness.contract.registry import get_suite
         from webapp.models import ObjectiveVersion
 
         self.suite = get_suite(SUITE_NAME)
@@ -460,7 +459,7 @@ class Lander:
         self.seed = args.seeds + 1000 * n_objectives  # no cell has these seeds yet
 
     def land(self, variant: str) -> None:
-        from harness.suite import CellResult
+        from harness.contract.suite import CellResult
         from webapp import storage
 
         version = self.versions[int(self.rng.integers(len(self.versions)))]

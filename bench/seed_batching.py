@@ -25,7 +25,7 @@ Sections (``--only``):
   time, ms per step, whether the numbers are identical. Not used by the trainer (see
   bench/README.md); measured so the decision can be revisited.
 - ``sweep``    ms per step and per member-epoch for S in ``--sweep``.
-- ``chunks``   canonical member chunks (harness/chunks.py) against batching everything
+- ``chunks``   canonical member chunks (harness/contract/chunks.py) against batching everything
   asked for: the CLI's run of one objective (7 variants × 5 seeds = 35 members) as one
   batch or as 7 chunks of 5, in one process and spread over 2 (3 and 4 variants, as
   ``harness run`` spreads them); and a rerun of one seed (1 member, or its chunk of 5).
@@ -55,8 +55,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.contract.registry import get_suite  # noqa: E402
 from harness.objectives.loading import load_objective  # noqa: E402
-from harness.registry import get_suite  # noqa: E402
 from harness.train import (  # noqa: E402
     Shuffled,
     TrainConfig,

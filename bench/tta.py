@@ -40,8 +40,8 @@ def _timed(fn, repeats: int):
 def batching(variant: str, seeds: list[int], repeats: int) -> dict:
     import numpy as np
 
+    from harness.contract.registry import get_suite, pipeline
     from harness.objectives.loading import load_objective
-    from harness.registry import get_suite, pipeline
 
     suite = get_suite("tta")
     steps = pipeline(suite)
@@ -78,8 +78,8 @@ def fixture_cache(seeds: list[int], pool: bool = True, epochs: int | None = None
     source models only, as the smoke mode does: the pool takes most of the building;
     ``epochs``: source models trained that long instead of the suite's 40, as the smoke
     mode does: what it checks is the ledger, not the seconds)."""
-    from harness import fixtures
-    from harness.registry import get_suite
+    from harness.contract.registry import get_suite
+    from harness.data import fixtures
 
     suite = get_suite("tta")
     wanted = ([("digits_c", None)] if pool else []) + [("source_model", s) for s in seeds]

@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import registry
+from harness.contract import registry
 from harness.objectives.loading import ObjectiveError
 from harness.results import Results
 
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     import pandas
     import plotly.graph_objects
 
+    from harness.contract.suite import Suite
     from harness.objectives.validate import Validation
-    from harness.suite import Suite
 
 ObjectiveLike = str | os.PathLike | Callable[..., Any]
 
@@ -109,7 +109,7 @@ def validate(objective: ObjectiveLike, *, hyperparameters: Mapping[str, Any] | N
         raise HarnessError(f"{spec}: the sandbox checks objective files; pass a .py file or "
                            f"a function")
     from harness.objectives.validate import SandboxValidation
-    from harness.running import sandboxed_objective
+    from harness.runner.groups import sandboxed_objective
     from harness.sandbox import SandboxUnavailable
 
     try:
@@ -186,10 +186,10 @@ def run(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | None =
 def _train(suite, specs, loaded, variants, seeds, factorial, *, device, mode, sandbox, force,
            workers, data_root, download, row_order_from, progress, say) -> list[Any]:
     from harness import progress as bars
-    from harness import running
-    from harness.environment import environment
-    from harness.parallel import default_workers, run_groups
-    from harness.pipeline import prepare_fixtures
+    from harness.contract.pipeline import prepare_fixtures
+    from harness.runner import groups as running
+    from harness.runner.environment import environment
+    from harness.runner.processes import default_workers, run_groups
     from webapp import storage
 
     device = _device(device)
@@ -312,8 +312,7 @@ class Comparison:
 
     def figure(self) -> plotly.graph_objects.Figure:
         """The compare page's forest plot of per-seed and mean differences."""
-        from harness import figures
-
+        from harness.report import figures
         return figures.figure("forest", self.payload)
 
 
@@ -390,8 +389,7 @@ def _variant(suite: Suite, name: str) -> None:
 
 
 def _refuse_held_out(variants: list[str], held: list[str]) -> None:
-    from harness import heldout
-
+    from harness.contract import heldout
     asked = [v for v in variants if v in held]
     if asked and not heldout.available():
         raise HarnessError(f"{', '.join(asked)}: held out. Its split and draws come from "
@@ -400,8 +398,7 @@ def _refuse_held_out(variants: list[str], held: list[str]) -> None:
 
 
 def _load_all(specs: list[str], hyperparameters, sandbox: bool) -> list[Any]:
-    from harness import running
-
+    from harness.runner import groups as running
     unavailable = _sandbox_unavailable() if sandbox else ()
     overrides = dict(hyperparameters or {}) or None  # typed, or text cast by the default's type
     try:
@@ -422,7 +419,7 @@ def _seed_list(seeds: int | Iterable[int]) -> list[int]:
 
 
 def _factorial_seeds(suite: Suite, levels: int, seeds: int | Iterable[int]) -> list[int]:
-    from harness.seeding import MAX_LEVELS, factorial_seeds
+    from harness.contract.seeding import MAX_LEVELS, factorial_seeds
 
     if not suite.seed_streams:
         raise HarnessError(f"the {suite.name} suite declares no seed streams "

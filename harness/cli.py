@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness import registry
+from harness.contract import registry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,7 +175,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
 def _print_factorial(results, args) -> int:
     """Per objective and variant: the headline's variance split by seed stream."""
     if args.json:
-        from harness.jsonsafe import finite_or_none
+        from harness.report.jsonsafe import finite_or_none
 
         print(json.dumps(finite_or_none(results.variance_json()), indent=1, allow_nan=False))
         return 0
@@ -210,7 +210,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 def _print_tables(results, args) -> int:
     if args.json:
-        from harness.jsonsafe import finite_or_none
+        from harness.report.jsonsafe import finite_or_none
 
         print(json.dumps(finite_or_none(results.to_json()), indent=1, allow_nan=False))
         return 0
@@ -341,7 +341,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """A thin layer over :func:`harness.api.validate`."""
     from harness import api
     from harness.objectives.loading import ObjectiveError, is_file_spec, parse_assignments
-    from harness.textsafe import printable
+    from harness.report.textsafe import printable
 
     try:
         overrides = parse_assignments(args.overrides)
@@ -388,14 +388,14 @@ def _seed(text: str) -> int:
 
 def _say(message: str, args) -> None:
     """A note to the user; what it quotes (an objective's error or captured output) may
-    hold control characters, which are shown escaped (:func:`harness.textsafe.printable`)."""
-    from harness.textsafe import printable
+    hold control characters, which are shown escaped (:func:`harness.report.textsafe.printable`)."""
+    from harness.report.textsafe import printable
 
     print(printable(message), file=sys.stderr if args.json else sys.stdout)
 
 
 def _fail(message: str) -> int:
-    from harness.textsafe import printable
+    from harness.report.textsafe import printable
 
     print(f"harness: {printable(message)}", file=sys.stderr)
     return 2

@@ -2,7 +2,7 @@
 (a widget with ipywidgets, text without) in Jupyter, or nothing.
 
 Every bar is a context manager yielding ``advance(label)``, which returns the callback
-the trainer calls with fractions of cells done (:func:`harness.parallel.run_groups`).
+the trainer calls with fractions of cells done (:func:`harness.runner.processes.run_groups`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Stored results of some objective versions on one suite, for a notebook or the CLI.
 
 :class:`Results` reads the results database (Django ORM, set up by :mod:`harness.api`):
-``tables()`` computes the per-variant tables with :func:`harness.tables.variant_tables`
+``tables()`` computes the per-variant tables with :func:`harness.report.tables.variant_tables`
 (the statistics the CLI prints and the pages show), ``to_pandas()`` gives one row per
 cell and metric, ``summary()`` one row per variant and objective, and ``figure()`` the
 page's plotly figure for these objectives, built from the payload the page draws by
-:mod:`harness.figures`.
+:mod:`harness.report.figures`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from harness.suite import Suite
-from harness.tables import AcrossRow, TableRow
+from harness.contract.suite import Suite
+from harness.report.tables import AcrossRow, TableRow
 
 if TYPE_CHECKING:
     import pandas
@@ -73,9 +73,9 @@ class Results:
         return list(chosen.values())
 
     def tables(self) -> Tables:
-        """The tables the CLI prints: :func:`harness.tables.variant_tables` over these
+        """The tables the CLI prints: :func:`harness.report.tables.variant_tables` over these
         versions and the reference, per variant (and per track, where the suite has them)."""
-        from harness.tables import across_variants, variant_tables
+        from harness.report.tables import across_variants, variant_tables
         from webapp import storage
 
         suite, head = self.suite, self.suite.headline_metric
@@ -173,10 +173,10 @@ class Results:
 
     def variance(self) -> list[tuple[str, str, int, Any]]:
         """Per objective and variant of a factorial run: (label, variant, cells, the
-        headline's :class:`harness.variance.Decomposition` by seed stream, or None until
+        headline's :class:`harness.report.variance.Decomposition` by seed stream, or None until
         the grid is complete)."""
-        from harness.seeding import FACTORS
-        from harness.variance import complete_grid, decompose
+        from harness.contract.seeding import FACTORS
+        from harness.report.variance import complete_grid, decompose
         from webapp import storage
 
         head = self.suite.headline_metric
@@ -210,8 +210,7 @@ class Results:
         "scatter" (its per-seed metric pairs, the suite's ``index``-th declared scatter).
         ``variant``: default the first with results; ``objective``: a label of these
         versions, default the first that is not the reference."""
-        from harness import figures
-
+        from harness.report import figures
         return figures.figure(kind, self.payload(kind, variant=variant, objective=objective,
                                                  index=index))
 

@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.suite import MetricSpec, Suite
-from harness.tables import TableRow
-from harness.textsafe import printable
+from harness.contract.suite import MetricSpec, Suite
+from harness.report.tables import TableRow
+from harness.report.textsafe import printable
 
 
 @contextlib.contextmanager
@@ -75,7 +75,7 @@ def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[Tabl
 
 def shown(text: str) -> str:
     """Text from outside (an objective's name or label) as rich prints it literally: control
-    characters escaped (:func:`harness.textsafe.printable`), no markup interpreted."""
+    characters escaped (:func:`harness.report.textsafe.printable`), no markup interpreted."""
     return escape(printable(text))
 
 
@@ -102,7 +102,7 @@ def _cells(r: TableRow, head: MetricSpec, secondary: list[MetricSpec]) -> list[s
 def render_factorial(suite: Suite, report: list[tuple]) -> None:
     """(objective, variant, cells, Decomposition or None) rows: each seed stream's share of
     the headline's variance between seeds, with its 95% interval."""
-    from harness.variance import INTERACTIONS
+    from harness.report.variance import INTERACTIONS
 
     head = suite.headline_metric
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -128,7 +128,8 @@ def render_factorial(suite: Suite, report: list[tuple]) -> None:
     console.print(f"{streams}; interactions: of streams with each other, and the rest")
     console.print(f"shares of the variance between plain seeds (ANOVA estimates, negative "
                   f"components shown as 0); intervals are generalized-pivot 95% intervals "
-                  f"(harness/variance.py){'; sd in percentage points' if head.percent else ''}")
+                  f"(harness/report/variance.py)"
+                  f"{'; sd in percentage points' if head.percent else ''}")
 
 
 def _share(source) -> str:

@@ -34,7 +34,7 @@ def status(server: str, token: str, upload_id: int) -> dict:
 
 
 def row_key(server: str, token: str, version_key: str) -> str:
-    """The server's row-order key for one objective version (``harness.remote``)."""
+    """The server's row-order key for one objective version (``harness.sandbox.remote``)."""
     return _call(urllib.request.Request(_url(server, f"/api/row-keys/{version_key}"),
                                         headers=_headers(token, {})))["row_key"]
 

@@ -81,7 +81,7 @@ def affected_tests(changed: set[Path]) -> list[Path]:
                 changed_modules.add(module_of(folder / "__init__.py"))
     graph = {name: {m for m in imports(path) if m in modules} for name, path in modules.items()}
     # the registry imports the suites and the built-in objectives by name, at run time
-    graph["harness.registry"] |= {m for m in modules if m.startswith(
+    graph["harness.contract.registry"] |= {m for m in modules if m.startswith(
         ("suites.", "harness.objectives.builtin."))}
     # Django imports the URL configuration (and with it the views) for a test's requests
     for t in tests:

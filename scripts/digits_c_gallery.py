@@ -60,8 +60,8 @@ def source_error(seeds: range = range(5)) -> str:
     """Markdown: the source models' error (%, no adaptation) per corruption and severity."""
     import torch
 
-    from harness import fixtures
-    from harness.registry import get_suite
+    from harness.contract.registry import get_suite
+    from harness.data import fixtures
     from suites.tta import model
 
     suite = get_suite("tta")

@@ -1,5 +1,5 @@
 """The project's suites, one package each. Adding a suite is its folder plus its line here
-(see docs/adding-a-suite.md); shared code finds suites through :mod:`harness.registry`."""
+(see docs/adding-a-suite.md); shared code finds suites through :mod:`harness.contract.registry`."""
 
 PACKAGES = (
     "suites.noisy_labels",

@@ -20,7 +20,7 @@ QUEUES = ("cpu", "gpu")
 
 def config() -> dict:
     """Celery settings: reliable delivery (late acks, one message per process at a time)."""
-    from harness.registry import get_suite, suite_names
+    from harness.contract.registry import get_suite, suite_names
     from tasks.limits import visibility_timeout
 
     visibility = visibility_timeout([get_suite(n) for n in suite_names()],

@@ -13,9 +13,9 @@ import logging
 
 from django.utils import timezone
 
-from harness.chunks import members_trained
-from harness.registry import suite_at
-from harness.suite import Resources
+from harness.contract.chunks import members_trained
+from harness.contract.registry import suite_at
+from harness.contract.suite import Resources
 from tasks.limits import seed_chunks, time_limits
 from webapp.execution.groups import Group, groups
 from webapp.models import Cell, Submission
@@ -51,7 +51,7 @@ def enqueue_cells(cells, connection=None) -> int:
 
 def route(group: Group) -> dict:
     """``apply_async`` options of a group: its queue and its soft and hard time limits (for
-    the members it trains: whole chunks, harness/chunks.py)."""
+    the members it trains: whole chunks, harness/contract/chunks.py)."""
     queue, resources = _placement(group)
     soft, hard = time_limits(resources, _members(group))
     return {"queue": queue, "soft_time_limit": soft, "time_limit": hard}

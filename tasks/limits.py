@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from harness.suite import Resources, Suite
+from harness.contract.suite import Resources, Suite
 
 MAX_GROUP_SEEDS = 10  # the submission form's maximum: a group is one variant's seeds
 VISIBILITY_MARGIN = 600.0  # seconds between the longest hard limit and Redis redelivery
@@ -47,7 +47,7 @@ def seed_chunks(resources: Resources, seeds: list[int], visibility: float,
                 chunk: int = 1) -> list[list[int]]:
     """``seeds`` split so that each part's hard limit fits in the visibility timeout. A part
     holds the seeds of whole member chunks of ``chunk`` seeds (it trains its seeds' chunks
-    whole: harness/chunks.py), so two parts never train the same chunk; at least one."""
+    whole: harness/contract/chunks.py), so two parts never train the same chunk; at least one."""
     whole: dict[int, list[int]] = {}
     for seed in seeds:
         whole.setdefault(seed // chunk, []).append(seed)

@@ -96,7 +96,7 @@ def queue_depths() -> dict[str, int | None]:
 
 
 def _queue_of(suite: str, suite_version: str, variant: str) -> str:
-    from harness.registry import suite_at
+    from harness.contract.registry import suite_at
 
     try:
         return suite_at(suite, suite_version).queue_for([variant])

@@ -19,7 +19,7 @@ REDIS_DATABASES = 16  # redis-server's default
 # Suite fixtures (source models, generated pools) are built once per test run, in a
 # directory of the run's own: never the user's cache. One directory for every worker and
 # CLI subprocess: entries are content-addressed and built under an exclusive lock
-# (harness/fixtures.py), so a source model two workers need is trained once.
+# (harness/data/fixtures.py), so a source model two workers need is trained once.
 # scripts/test.sh makes it for both of `make test`'s pytest runs.
 if "HARNESS_FIXTURES" not in os.environ:
     _FIXTURES = os.environ["HARNESS_FIXTURES"] = tempfile.mkdtemp(prefix="harness-fixtures-")

@@ -58,8 +58,8 @@ def groups(cells: list[dict]) -> list[tuple[str, int | None, str]]:
 def rerun(cells: list[dict], suite_name: str, epochs: int | None,
           objective: str) -> list[tuple[dict, object]]:
     """Each pinned cell of one run with the result today's code computes for it."""
+    from harness.contract.registry import get_suite
     from harness.objectives.loading import load_objective
-    from harness.registry import get_suite
 
     expected = [c for c in cells
                 if (c["suite"], c["epochs"], c["objective"]) == (suite_name, epochs, objective)]

@@ -14,8 +14,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import resolve
 
-from harness.registry import get_suite, suite_names
-from harness.suite import CellResult
+from harness.contract.registry import get_suite, suite_names
+from harness.contract.suite import CellResult
 from webapp import openapi, storage
 from webapp.models import Cell, Objective, ObjectiveVersion
 

@@ -19,8 +19,8 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from harness.environment import torch_threads
 from harness.models.mlp import mlp
+from harness.runner.environment import torch_threads
 from harness.train import Optimizer, Shuffled, TrainConfig, stacked_init, train_members
 from suites.certified import bounds
 

@@ -134,8 +134,8 @@ def test_status_page_follows_a_cell_through_requeue_to_killed_with_owner_details
     (attempts, worker, the typed reason in words; error and output for the owner only)."""
     from django.contrib.auth.models import User
 
+    from harness.contract.registry import suite_at
     from harness.objectives.loading import load_objective
-    from harness.registry import suite_at
     from webapp import storage
     from webapp.models import Cell, Submission
 
@@ -187,7 +187,7 @@ def test_a_suites_own_axes_and_plots_render(page, monkeypatch):
     diagram and its scatter of two non-percent metrics are drawn, with their own axis
     titles, and no plot fails."""
     monkeypatch.setenv("HARNESS_SUITES", "tests.fake_suite")
-    from harness import registry
+    from harness.contract import registry
     from harness.objectives.loading import load_objective
     from webapp import storage
 
@@ -269,7 +269,7 @@ def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeyp
 @pytest.mark.django_db(transaction=True)
 def test_a_label_is_drawn_as_text_never_as_markup(page):
     """Objective labels are user input: every plot shows one as text, as written
-    (harness.figures escapes it), never as markup: plotly builds a link from ``<a href>``
+    (harness.report.figures escapes it), never as markup: plotly builds a link from ``<a href>``
     and bold text from ``<b>`` in names, titles and hover text."""
     from tests.test_leaderboard import make_objective
 
@@ -333,7 +333,7 @@ def test_the_variance_sources_plot_renders_a_bar_per_stream_with_its_interval(pa
 
 def _with_every_metric(slug: str, acc: float) -> None:
     """An objective with every noisy-labels metric stored: the widest variant table."""
-    from harness.suite import CellResult
+    from harness.contract.suite import CellResult
     from tests.test_leaderboard import ENV, SUITE, make_objective
     from webapp import storage
 

@@ -218,8 +218,8 @@ def test_finite_on_extreme_logits(name):
 @pytest.mark.parametrize("name", ALL)
 def test_passes_the_engines_validator_and_traces(name):
     """What a submitted copy would go through: the validator's smoke checks, and a graph
-    the worker can run (harness.traced) equal to the hook."""
-    from harness.traced import Graph, export
+    the worker can run (harness.sandbox.traced) equal to the hook."""
+    from harness.sandbox.traced import Graph, export
     from harness.train import reduce_loss
 
     report = validate(name)

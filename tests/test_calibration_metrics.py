@@ -1,4 +1,4 @@
-"""Calibration metrics and temperature scaling (harness/calibration.py): known answers
+"""Calibration metrics and temperature scaling (suites/calibration/metrics.py): known answers
 worked by hand, and cross-checks against independent implementations (torchmetrics'
 MulticlassCalibrationError, scikit-learn's log_loss, a plain LBFGS temperature fit)."""
 
@@ -12,9 +12,10 @@ import torch
 from sklearn.metrics import log_loss
 from torchmetrics.classification import MulticlassCalibrationError
 
-from harness import calibration as cal
+from suites.calibration import metrics as cal
 
 # Four samples, two classes; confidences 0.9, 0.78, 0.7, 0.55, correct, wrong, correct, wrong.
+
 PROBS = np.array([[0.9, 0.1], [0.78, 0.22], [0.3, 0.7], [0.45, 0.55]])
 LABELS = np.array([0, 1, 1, 0])
 

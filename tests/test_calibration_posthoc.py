@@ -20,8 +20,8 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
 from sklearn.isotonic import IsotonicRegression
 
-from harness import calibration as cal
 from harness.objectives.validate import validate
+from suites.calibration import metrics as cal
 
 ALL = ["identity", "temperature", "vector_scaling", "dirichlet_odir", "histogram_binning",
        "isotonic", "spline"]

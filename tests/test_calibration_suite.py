@@ -14,10 +14,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from harness import calibration as cal
+from harness.contract.registry import get_suite
 from harness.objectives.loading import load_objective
-from harness.registry import get_suite
 from harness.sandbox import run_cells_sandboxed
+from suites.calibration import metrics as cal
 from suites.calibration import pipeline
 from suites.calibration.probabilities import problem
 from tests.conftest import cli_environment
@@ -272,7 +272,7 @@ def test_cifar10_variant_runs_both_tracks_on_fixture_files(tmp_path):
 def test_calibrator_that_takes_too_long_times_out():
     from dataclasses import replace
 
-    from harness.sandbox_process import Limits
+    from harness.sandbox.process import Limits
 
     code = ("import time\n\n\n"
             "def posthoc_calibration(val_logits, val_targets, test_logits):\n"

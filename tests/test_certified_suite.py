@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness import stats
+from harness.contract.registry import get_suite
 from harness.objectives.loading import load_objective
-from harness.registry import get_suite
+from harness.report import stats
 from harness.train import Optimizer, Shuffled, TrainConfig, stacked_init, train_members
 from suites.certified import SUITE, bounds
 from suites.certified.data import CIFAR_MEAN, CIFAR_STD, Box, load_dataset
@@ -338,8 +338,7 @@ def test_cells_carry_the_plot_curves(short_run):
 
 
 def test_the_default_run_is_the_suites_own_baselines():
-    from harness import registry
-
+    from harness.contract import registry
     assert SUITE.baselines == BASELINES  # the reference first
     noisy = get_suite("noisy-labels").baselines
     assert len(noisy) == 15 and not set(noisy) & set(BASELINES[1:])

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.contract.registry import get_suite
 from harness.data.digits import digits_split
 from harness.objectives.loading import load_objective
-from harness.registry import get_suite
 from harness.sandbox import run_cells_sandboxed
 
 CHEATS = Path(__file__).resolve().parent / "cheats"

@@ -26,8 +26,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import registry
-from harness.registry import get_suite
+from harness.contract import registry
+from harness.contract.registry import get_suite
 from tests.conftest import cli_environment
 
 CLI = [sys.executable, "-m", "harness.cli"]
@@ -269,7 +269,7 @@ def test_across_variants_table_names_the_worst_variant(shared, table):
 
 def test_across_variants_leaves_out_incomplete_objectives_and_says_so(capsys):
     from harness.cli import _render_across
-    from harness.tables import CellRow, across_variants
+    from harness.report.tables import CellRow, across_variants
 
     rows = [CellRow(o, v, s, "ok", {"rmse": x}) for o, v, s, x in (
         ("mse", "clean", 0, 0.5), ("mse", "clean", 1, 0.7), ("mse", "noisy", 0, 1.1),

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from django.contrib.auth.models import User
 
-from harness import seeding
-from harness.registry import get_suite
-from harness.suite import CellResult
-from harness.variance import FACTORS, complete_grid, decompose
+from harness.contract import seeding
+from harness.contract.registry import get_suite
+from harness.contract.suite import CellResult
+from harness.report.variance import FACTORS, complete_grid, decompose
 from tests.test_cli import IN_PROCESS, harness, query, strict_json
 from webapp import storage
 from webapp.leaderboard.variance import variance_sources

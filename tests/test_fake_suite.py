@@ -43,8 +43,7 @@ def posthoc_shift(val_pred, val_target, test_pred):
 def registered(monkeypatch):
     """The fake suite registered in this process, as HARNESS_SUITES does for a plugin."""
     monkeypatch.setenv("HARNESS_SUITES", PACKAGE)
-    from harness import registry
-
+    from harness.contract import registry
     return registry.get_suite(NAME)
 
 
@@ -70,8 +69,7 @@ def test_no_code_outside_its_folder_names_the_fake_suite():
 
 
 def test_registry_declares_its_hooks_baselines_and_plots(registered):
-    from harness import registry
-
+    from harness.contract import registry
     assert registry.suite_names()[-1] == NAME
     hooks = registry.hooks()
     assert {"regression_loss", "posthoc_shift"} <= set(hooks)
@@ -163,7 +161,7 @@ def stored(registered, db):
 
 
 def test_storage_refuses_what_the_suite_did_not_declare(stored):
-    from harness.suite import CellResult
+    from harness.contract.suite import CellResult
     from webapp import storage
     from webapp.models import Cell, Curve, ObjectiveVersion
 
@@ -278,7 +276,7 @@ def test_an_objective_without_its_hooks_cannot_run_there(registered, tmp_path):
 
 def test_a_suite_missing_its_headline_anchors_fails_at_import():
     code = textwrap.dedent("""
-        from harness.suite import MetricSpec, Suite, SuiteError, Variant
+        from harness.contract.suite import MetricSpec, Suite, SuiteError, Variant
         try:
             Suite("x", "1", "d", ("classification_loss",), "err",
                   (MetricSpec("err", "error", better="lower"),), {}, (Variant("v", {}, ""),),

@@ -32,8 +32,8 @@ import redis
 from django.db import connection
 from django.db.utils import InterfaceError, OperationalError
 
+from harness.contract.registry import suite_at
 from harness.objectives.loading import load_objective
-from harness.registry import suite_at
 from tasks import app, dispatch
 from webapp import storage
 from webapp.models import Cell, Metric
@@ -41,7 +41,7 @@ from webapp.models import Cell, Metric
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parent.parent
-# A group trains its chunk of 5 members (harness/chunks.py) on one thread, ~0.08 s an epoch
+# A group trains its chunk of 5 members (harness/contract/chunks.py) on one thread, ~0.08 s an epoch
 # on an idle core (2-3 times that beside the other pytest worker).
 LONG = "1.0+e30"  # ~2.5 s: a kill after the cell is seen "running" lands mid-cell
 SHORT = "1.0+e5"  # ~0.5 s per cell: the many-cell tests

@@ -1,4 +1,4 @@
-"""harness.figures: known answers on small hand-written payloads, per kind (the pages and a
+"""harness.report.figures: known answers on small hand-written payloads, per kind (the pages and a
 notebook draw these figures; the browser only calls Plotly.newPlot on them)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from harness import figures
-from harness.figures import COLORS, REF, build
-from harness.suite import format_value
+from harness.contract.suite import format_value
+from harness.report import figures
+from harness.report.figures import COLORS, REF, build
 
 PERCENT = {"name": "test_acc", "label": "test accuracy", "short": "acc", "better": "higher",
            "unit": "percent", "decimals": 1}

@@ -1,4 +1,4 @@
-"""Suite fixtures (harness.fixtures): built once, content-addressed, checked on every read,
+"""Suite fixtures (harness.data.fixtures): built once, content-addressed, checked on every read,
 rebuilt when a check fails, built once even when two processes ask at the same time."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import fixtures
-from harness.environment import torch_threads
-from harness.suite import Anchors, Fixture, MetricSpec, Suite, SuiteError, Variant
+from harness.contract.suite import Anchors, Fixture, MetricSpec, Suite, SuiteError, Variant
+from harness.data import fixtures
+from harness.runner.environment import torch_threads
 
 CALLS = Path(os.environ.get("FIXTURE_CALLS", "/nonexistent"))
 

@@ -3,7 +3,7 @@
 The CLI trains all variants of an objective at once (7 variants × seeds), a worker task one
 variant (its seeds), a verification one sampled seed: the same (objective, variant, seed)
 must come out bit for bit the same from each, or a server result could not be reproduced
-locally. Each cell trains in its canonical member chunk (harness/chunks.py): the same
+locally. Each cell trains in its canonical member chunk (harness/contract/chunks.py): the same
 members, in the same places, whatever else was asked for. Each cell's record says what its
 numbers do depend on. A CLI-like run here asks for two variants (each variant's chunks train
 one after the other, so two show what seven do, at two sevenths of the training).
@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.chunks import Chunk, chunks, covering, members_trained
-from harness.environment import torch_threads
+from harness.contract.chunks import Chunk, chunks, covering, members_trained
+from harness.contract.pipeline import chunk_jobs, run_in_process
+from harness.contract.registry import get_suite, pipeline
+from harness.contract.suite import SuiteError
 from harness.objectives.loading import load_objective
-from harness.pipeline import chunk_jobs, run_in_process
-from harness.registry import get_suite, pipeline
+from harness.runner.environment import torch_threads
 from harness.sandbox import run_cells_sandboxed
-from harness.suite import SuiteError
 
 SUITE = get_suite("noisy-labels").shortened(3)
 VARIANT = "sym-0.4"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness import calibration as cal
+from suites.calibration import metrics as cal
 from suites.calibration.baselines.h_calibration import (
     _cluster_ids,
     _hcalibration_loss,
@@ -47,7 +47,7 @@ def test_defaults_on_small_and_confident_inputs(scale):
 
 
 def test_validator_smoke_test_passes():
-    from harness import registry
+    from harness.contract import registry
     from harness.objectives.validate import validate
 
     if "h_calibration" not in registry.builtins():

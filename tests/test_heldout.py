@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import heldout, sandbox_launch
-from harness.registry import get_suite
-from harness.suite import Anchors, MetricSpec, Suite, SuiteError, Variant
+from harness.contract import heldout
+from harness.contract.registry import get_suite
+from harness.contract.suite import Anchors, MetricSpec, Suite, SuiteError, Variant
+from harness.sandbox import launch as sandbox_launch
 from suites.noisy_labels import noise
 from suites.noisy_labels.pipeline import NoisyLabels, load_dataset
 from tests.test_cli import harness

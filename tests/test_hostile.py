@@ -73,12 +73,17 @@ import numpy as np
 import pytest
 import torch
 
-from harness import remote
+from harness.contract.registry import get_suite
+from harness.contract.suite import REASONS, CellResult
 from harness.data import data_root
-from harness.registry import get_suite
-from harness.sandbox import Limits, SandboxUnavailable, isolation_support, run_cells_sandboxed
-from harness.sandbox_guard import MARKER
-from harness.suite import REASONS, CellResult
+from harness.sandbox import (
+    Limits,
+    SandboxUnavailable,
+    isolation_support,
+    remote,
+    run_cells_sandboxed,
+)
+from harness.sandbox.guard import MARKER
 from suites.noisy_labels import pipeline as protocol
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +94,7 @@ SUITES_DIR = REPO / "suites"  # a read root of the sandbox
 VICTIMS = ("__HOSTILE_OWN_VICTIM__", "__HOSTILE_READABLE_VICTIM__")
 VICTIM_TEXT = "this case's victim\n"
 # One member a job (Suite.chunk = 1): one hostile server per case, as the cases expect;
-# the chunk changes nothing a hostile case checks (harness/chunks.py).
+# the chunk changes nothing a hostile case checks (harness/contract/chunks.py).
 SUITE = dataclasses.replace(get_suite("noisy-labels").shortened(1), chunk=1)
 SECRET = f"hostile-secret-{uuid.uuid4().hex}"
 DATABASE_URL = f"postgres://harness:{SECRET}-db@db.internal:5432/harness"
@@ -188,7 +193,7 @@ NATIVE = {"libc_system": "loading native code (ctypes.dlopen)",
 RENAMES = {"rename": "", "link": ".link", "symlink": ".symlink"}  # destination suffixes
 IMPORTS = {"webapp.settings": "webapp", "tasks.celery": "tasks", "django.conf": "django"}
 # guard_rebind: what each case rebinds; the first three are captured at install now
-REBOUND = {"_real": "harness.sandbox_guard._real", "fsdecode": "os.fsdecode",
+REBOUND = {"_real": "harness.sandbox.guard._real", "fsdecode": "os.fsdecode",
            "realpath": "posixpath.realpath", "any": "builtins.any",
            "isinstance": "builtins.isinstance", "fspath": "os.fspath",
            "joinrealpath": "posixpath._joinrealpath", "len": "builtins.len"}
@@ -701,7 +706,7 @@ class Corpus:
         self.tcp.close()
         self.unix.close()
         try:
-            from harness import sandbox_launch
+            from harness.sandbox import launch as sandbox_launch
         except ImportError:
             return
         shutdown = getattr(sandbox_launch, "shutdown", None)
@@ -1790,7 +1795,7 @@ def test_the_worker_survives_the_corpus(corpus):
     assert os.environ.get("PATH") and Path.cwd().exists()
     assert corpus.canary.poll() is None
     strays = {pid: c for pid, c in children_of(os.getpid()).items()
-              if pid != corpus.canary.pid and "harness.sandbox_zygote" not in c[1]}
+              if pid != corpus.canary.pid and "harness.sandbox.zygote" not in c[1]}
     assert strays == {}, f"stray children of the worker: {strays}"
     zombies = {pid: c for pid, c in children_of(os.getpid()).items() if c[0] == "Z"}
     assert zombies == {}, f"unreaped children: {zombies}"

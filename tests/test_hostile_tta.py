@@ -8,15 +8,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from harness import fixtures
-from harness.registry import get_suite
+from harness.contract.registry import get_suite
+from harness.contract.suite import CellResult
+from harness.data import fixtures
 from harness.sandbox import run_cells_sandboxed
-from harness.suite import CellResult
 from tests.test_hostile import needs_kernel
 
 HOSTILE = Path(__file__).parent / "hostile_tta"
 SUITE = dataclasses.replace(get_suite("tta"), chunk=1)  # one hostile server (and source
-# model) per case; the chunk changes nothing a hostile case checks (harness/chunks.py)
+# model) per case; the chunk changes nothing a hostile case checks (harness/contract/chunks.py)
 VARIANT = "continual"  # one reset, 15 short domains: a few seconds served per call
 
 

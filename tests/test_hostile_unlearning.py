@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import fixtures
+from harness.contract.suite import CellResult
+from harness.data import fixtures
 from harness.sandbox import run_cells_sandboxed
-from harness.suite import CellResult
 from tests.test_hostile import needs_kernel
 from tests.test_unlearning_suite import TOFU
 

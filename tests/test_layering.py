@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry
+from harness.contract import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 # They wire storage in, as their docstrings say.
@@ -74,7 +74,7 @@ def test_the_registry_line_is_the_only_place_suites_are_listed():
 
 
 def test_listing_suites_and_builtins_imports_no_torch():
-    code = ("import sys; from harness import registry; registry.all_suites(); "
+    code = ("import sys; from harness.contract import registry; registry.all_suites(); "
             "registry.builtins(); registry.hooks(); print('torch' in sys.modules)")
     out = subprocess.run([str(Path(__import__('sys').executable)), "-c", code], cwd=ROOT,
                          capture_output=True, text=True, check=True)

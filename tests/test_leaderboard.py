@@ -1,7 +1,7 @@
 """webapp.leaderboard: known answers, fixed-anchor scores, the table cache, query counts.
 
 Cells are stored with storage.store_results (no training); every expected number is
-computed independently here with harness.stats on the same per-seed values.
+computed independently here with harness.report.stats on the same per-seed values.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from harness import stats
-from harness.registry import get_suite
-from harness.suite import CellResult
+from harness.contract.registry import get_suite
+from harness.contract.suite import CellResult
+from harness.report import stats
 from webapp import exports, leaderboard, storage
 from webapp.leaderboard import cache
 from webapp.models import Cell, Objective, ObjectiveVersion, TableCache
@@ -215,8 +215,7 @@ def make_fake(suite, slug: str, values: dict[str, list[tuple[float, float]]],
 def with_fake_suite(monkeypatch):
     """The fake suite registered, as HARNESS_SUITES does for a plugin, with mse and huber."""
     monkeypatch.setenv("HARNESS_SUITES", "tests.fake_suite")
-    from harness import registry
-
+    from harness.contract import registry
     suite = registry.get_suite("fake-regression")
     make_fake(suite, "mse", FAKE_MSE)
     make_fake(suite, "huber", FAKE_HUBER)
@@ -269,7 +268,7 @@ def test_across_rows_sort_complete_first_and_respect_the_filters(board):
 def test_heatmap_declaration_is_checked():
     from dataclasses import replace
 
-    from harness.suite import HeatmapSpec, MetricSpec, SuiteError
+    from harness.contract.suite import HeatmapSpec, MetricSpec, SuiteError
 
     extra = (MetricSpec("err", "error", better="lower", unit="percent"),
              MetricSpec("loss", "loss", better="lower"))
@@ -291,7 +290,7 @@ def test_heatmap_declaration_is_checked():
 def test_table_columns_are_declared_metrics():
     from dataclasses import replace
 
-    from harness.suite import SuiteError, Track
+    from harness.contract.suite import SuiteError, Track
 
     assert SUITE.table_columns == tuple(m.name for m in SUITE.metrics
                                         if m.name != SUITE.headline)
@@ -328,7 +327,7 @@ def test_rank_needs_the_minimum_of_seeds_on_each_ranked_variant_only():
 def test_ranked_variants_must_be_default_variants():
     from dataclasses import replace
 
-    from harness.suite import SuiteError
+    from harness.contract.suite import SuiteError
 
     with pytest.raises(SuiteError, match="ranked variants must be distinct default"):
         replace(SUITE, ranked=("clean", "mnist/sym-0.4"))

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from django.db.models import Q
 
-from harness import stats
-from harness.suite import CellResult
+from harness.contract.suite import CellResult
+from harness.report import stats
 from tests.test_leaderboard import CE, ENV, GCE, MAE, SUITE, make_objective
 from webapp import leaderboard, storage
 from webapp.leaderboard import pieces, tables

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import registry
+from harness.contract import registry
 from harness.objectives.loading import (
     ObjectiveError,
     load_objective,

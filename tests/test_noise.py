@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness import seeding
+from harness.contract import seeding
+from harness.contract.registry import get_suite
 from harness.data.digits import digits_split
-from harness.registry import get_suite
 from suites.noisy_labels import noise
 from suites.noisy_labels.pipeline import load_dataset, noisy_labels
 
@@ -364,7 +364,7 @@ def test_noisy_labels_same_in_fresh_process():
     here = label_hash(noisy_labels(data, SUITE.variant("sym-0.4"), 3))
     code = (
         "import hashlib, numpy as np\n"
-        "from harness.registry import get_suite\n"
+        "from harness.contract.registry import get_suite\n"
         "from suites.noisy_labels.pipeline import load_dataset, noisy_labels\n"
         "d = load_dataset('digits', None, False)\n"
         "v = get_suite('noisy-labels').variant('sym-0.4')\n"

@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from harness import stats
+from harness.contract.registry import get_suite
 from harness.objectives.loading import load_objective
-from harness.registry import get_suite
+from harness.report import stats
 
 SUITE = get_suite("noisy-labels")
 SEEDS = [0, 1, 2, 3, 4]

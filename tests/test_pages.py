@@ -296,7 +296,7 @@ def test_a_row_below_the_minimum_of_seeds_exports_its_mean_only():
     """No "77.3 ± 0.0" or "[nan, nan]": a 2-seed row has no interval to print."""
     import math
 
-    from harness.suite import MetricSpec
+    from harness.contract.suite import MetricSpec
     from webapp.exports import _latex_interval, _latex_pm
 
     spec = MetricSpec("test_acc", "test accuracy", unit="percent")
@@ -315,8 +315,7 @@ def test_the_home_page_marks_unranked_objectives_provisional_and_says_why(client
 def test_a_plot_is_written_as_its_compact_figure_and_a_broken_one_spares_the_page(caplog):
     from django.template import Context, Template
 
-    from harness import figures
-
+    from harness.report import figures
     template = Template('{% include "webapp/includes/plot.html" with id="p" kind=kind '
                         'data=data label="a plot" %}')
     payload = {"objects": [1]}  # what the variance plot needs is missing

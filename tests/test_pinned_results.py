@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.environment import torch_threads
+from harness.runner.environment import torch_threads
 from tests.pin_machine import fingerprint, groups, rerun
 
 DATA = Path(__file__).parent / "data"

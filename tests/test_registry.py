@@ -7,9 +7,8 @@ import textwrap
 
 import pytest
 
-from harness import registry
-from harness.objectives.spec import HookSpec
-from harness.suite import (
+from harness.contract import registry
+from harness.contract.suite import (
     Anchors,
     Axis,
     CurveSpec,
@@ -21,6 +20,7 @@ from harness.suite import (
     VariantAxis,
     format_value,
 )
+from harness.objectives.spec import HookSpec
 
 HEAD = MetricSpec("err", "error", better="lower", decimals=3)
 
@@ -84,7 +84,7 @@ def _package(tmp_path, monkeypatch, name: str, init: str, baselines: dict | None
 
 
 DECLARATION = """
-    from harness.suite import Anchors, MetricSpec, Suite, Variant
+    from harness.contract.suite import Anchors, MetricSpec, Suite, Variant
     SUITE = Suite(name={name!r}, version="1", description="d", hooks={hooks!r},
                   headline="acc", metrics=(MetricSpec("acc", "accuracy"),),
                   anchors={{"acc": Anchors(0.0, 1.0)}}, variants=(Variant("v", {{}}, ""),),
@@ -125,7 +125,7 @@ def test_the_pipeline_must_implement_the_contract(tmp_path, monkeypatch):
         name="half", hooks=("classification_loss",), baselines=("ce",)))
     _package(tmp_path, monkeypatch, "half_suite",
              declaration.replace('"x:Y"', '"half_suite:Half"') + textwrap.dedent("""
-                 from harness.pipeline import Pipeline
+                 from harness.contract.pipeline import Pipeline
                  class Half(Pipeline):
                      def prepare(self, suite, variants, seeds, **kw):
                          return []

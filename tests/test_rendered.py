@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.suite import CellResult
+from harness.contract.suite import CellResult
 from tests.test_factorial import _grid, _store, _version
 from tests.test_leaderboard import CE, ENV, GCE, MAE, SUITE, make_objective
 from tests.test_leaderboard_incremental import Spy

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry, remote, sandbox, sandbox_process
+from harness import sandbox
+from harness.contract import registry
+from harness.contract.registry import get_suite
 from harness.objectives.loading import load_objective
-from harness.registry import get_suite
-from harness.sandbox import Limits, run_cells_sandboxed
+from harness.sandbox import Limits, remote, run_cells_sandboxed
+from harness.sandbox import process as sandbox_process
 
 NOISY = get_suite("noisy-labels").shortened(2)
 
@@ -199,7 +201,7 @@ def test_server_errors_cross_a_process_boundary_intact():
     """A pool worker that raises them hands them back pickled: both fields survive."""
     import pickle
 
-    from harness.remote import RemoteError, ServerEnded
+    from harness.sandbox.remote import RemoteError, ServerEnded
 
     ended = pickle.loads(pickle.dumps(ServerEnded("violation", "sandbox: x is not allowed")))
     assert (type(ended), ended.reason, ended.error, str(ended)) == (

@@ -4,8 +4,8 @@ W^X, and the descriptors a job gets.
 Each attack is a file in tests/hostile_kernel/ (its docstring says what it attempts and
 what must happen), run as an objective's top-level code: through
 ``harness.sandbox.validate_sandboxed`` where the real validation path is enough, or
-straight through ``harness.sandbox_launch.launch`` (a validation job, as
-``harness.sandbox_process`` writes it) where the test needs its own limits, the Python
+straight through ``harness.sandbox.launch.launch`` (a validation job, as
+``harness.sandbox.process`` writes it) where the test needs its own limits, the Python
 guard out of the way (it refuses ctypes and mmap before the kernel could), a channel, or
 to look at the running job from outside. Where possible the property is checked from
 this side: the machine's /proc/sysvipc, the job's tmpfs through /proc/PID/root, its exit
@@ -30,10 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry, sandbox_launch
+from harness.contract import registry
+from harness.sandbox import launch as sandbox_launch
 from harness.sandbox import validate_sandboxed
-from harness.sandbox_child import read_roots, write_roots
-from harness.sandbox_launch import Launch, isolation_support
+from harness.sandbox.child import read_roots, write_roots
+from harness.sandbox.launch import Launch, isolation_support
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_kernel"
 REPO = Path(__file__).resolve().parents[1]
@@ -364,8 +365,7 @@ LOSS_OPS = textwrap.dedent("""
     import json, mmap, sys
     import torch
     import torch.nn.functional as F
-    from harness import seccomp
-
+    from harness.sandbox import seccomp
     torch.set_num_threads(1)
     if sys.argv[1] == "allowed":
         seccomp.install(exec_mappings=True)

@@ -12,7 +12,7 @@ import threading
 import pytest
 import torch
 
-from harness import seeding
+from harness.contract import seeding
 from harness.train import stacked_init
 from suites.noisy_labels.pipeline import _model
 

@@ -1,4 +1,4 @@
-"""Known-answer tests for harness.stats (hand-computed values in the comments)."""
+"""Known-answer tests for harness.report.stats (hand-computed values in the comments)."""
 
 import math
 import subprocess
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.stats import (
+from harness.report.stats import (
     Comparison,
     Summary,
     _paired_statistics,  # the bootstrap replicate statistic
@@ -107,7 +107,7 @@ TRIALS = 20_000
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
 @pytest.mark.parametrize("n", [3, 5, 10])
 def test_mean_interval_holds_its_coverage(name, n):
-    from harness.stats import t_interval
+    from harness.report.stats import t_interval
 
     draw, true_mean = DISTRIBUTIONS[name]
     samples = draw(np.random.default_rng(n), (TRIALS, n))
@@ -131,7 +131,7 @@ def _paired(draw, n: int, effect: float, seed: int) -> tuple[np.ndarray, np.ndar
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
 @pytest.mark.parametrize("n", [3, 5, 10])
 def test_paired_difference_interval_holds_its_coverage(name, n):
-    from harness.stats import t_interval
+    from harness.report.stats import t_interval
 
     x, y = _paired(DISTRIBUTIONS[name][0], n, 0.3, seed=100 + n)
     low, high = t_interval(x - y)
@@ -144,7 +144,7 @@ def test_paired_difference_interval_holds_its_coverage(name, n):
 
 @pytest.mark.parametrize("name", DISTRIBUTIONS)
 def test_no_true_difference_is_declared_distinguishable_about_5_percent_at_5_seeds(name):
-    from harness.stats import t_test
+    from harness.report.stats import t_test
 
     x, y = _paired(DISTRIBUTIONS[name][0], 5, 0.0, seed=7)
     p = t_test(x - y)
@@ -156,7 +156,7 @@ def test_no_true_difference_is_declared_distinguishable_about_5_percent_at_5_see
 def test_holm_known_values():
     # sorted p: 0.01, 0.02, 0.03, 0.04 scaled by 4, 3, 2, 1 -> 0.04, 0.06, 0.06, 0.04
     # running maximum -> 0.04, 0.06, 0.06, 0.06; back in input order
-    from harness.stats import holm
+    from harness.report.stats import holm
 
     got = holm([0.03, 0.01, 0.04, 0.02])
     assert got == pytest.approx([0.06, 0.04, 0.06, 0.06])
@@ -169,7 +169,7 @@ def test_holm_keeps_the_family_wise_error_rate_when_many_are_compared():
     """14 objectives equal to the reference, 5 seeds: uncorrected, at least one is
     declared different in 40% of tables (1 − 0.95^14 = 51% if the tests were
     independent; they share the reference); Holm keeps it ≤ 5%."""
-    from harness.stats import holm, holm_adjust, t_test
+    from harness.report.stats import holm, holm_adjust, t_test
 
     rng = np.random.default_rng(11)
     trials = 4_000
@@ -399,7 +399,7 @@ def test_non_1d_input_is_an_error():
 
 def test_stats_imports_neither_torch_nor_django():
     code = (
-        "import sys, harness.stats; "
+        "import sys, harness.report.stats; "
         "bad = [m for m in ('torch', 'django') if m in sys.modules]; "
         "sys.exit(str(bad) if bad else 0)"
     )
@@ -410,7 +410,7 @@ def test_stats_imports_neither_torch_nor_django():
 
 
 def test_rank_intervals_are_exact_when_the_order_is_certain_and_wide_when_not():
-    from harness.stats import rank_intervals
+    from harness.report.stats import rank_intervals
 
     far = {"a": [0.9, 0.91, 0.92], "b": [0.5, 0.51, 0.52], "c": [0.1, 0.11, 0.12]}
     assert rank_intervals(far) == {"a": (1, 1), "b": (2, 2), "c": (3, 3)}
@@ -433,7 +433,7 @@ def test_rank_intervals_are_exact_when_the_order_is_certain_and_wide_when_not():
 def test_rank_intervals_equal_the_pairwise_definition_with_ties():
     """The ranks come from a sort; they must be the definition's integers exactly:
     rank = 1 + the number of strictly better bootstrap means, ties sharing the best place."""
-    from harness.stats import rank_intervals
+    from harness.report.stats import rank_intervals
 
     rng = np.random.default_rng(5)
     for trial in range(20):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from harness.contract.registry import get_suite
+from harness.contract.suite import CellResult
 from harness.objectives.loading import load_objective
-from harness.registry import get_suite
-from harness.suite import CellResult
 from webapp import storage
 from webapp.models import Cell, Curve, Metric, ObjectiveVersion
 

@@ -19,7 +19,7 @@ from django.utils.html import escape
 
 from harness.objectives.loading import load_objective
 from harness.objectives.validate import validate
-from harness.remote import LossServers
+from harness.sandbox.remote import LossServers
 from webapp.execution import executors
 from webapp.execution import groups as work
 from webapp.forms import suites_for
@@ -527,7 +527,7 @@ def test_a_classification_loss_runs_on_three_suites(client_a, settings,
     """The cross-suite profile: one submitted loss, trained in the sandbox on noisy-labels,
     certified and calibration (1-epoch smoke versions, which the leaderboard pages keep
     apart from real results), each cell judged with its suite's headline."""
-    from harness.registry import get_suite
+    from harness.contract.registry import get_suite
 
     settings.HARNESS_EXECUTOR = "inline"
     form = client_a.get("/submit/").content.decode()

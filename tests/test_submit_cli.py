@@ -5,7 +5,7 @@ runs through the real Celery task (eagerly) and the sandbox; nothing is mocked.
 Plain cross-entropy (``ce``), trained locally as a user would (sandboxed, both variants
 in one run; in the CLI's own process, ``--workers 1``: the worker pool is tested in
 tests/test_cli.py) and re-run by the server as it trains a submission (one variant a job): a
-cell's numbers do not depend on the job it shares (harness/chunks.py), and the local run
+cell's numbers do not depend on the job it shares (harness/contract/chunks.py), and the local run
 and the server share this machine's row-order key (a real server's differs: an upload of
 a position-dependent objective is then "unverifiable", naming the key;
 tests/test_uploads.py)."""
@@ -22,9 +22,9 @@ import pytest
 from django.contrib.auth.models import User
 
 import tasks
-from harness.environment import torch_threads
+from harness.contract.registry import builtins
 from harness.objectives.loading import read_source
-from harness.registry import builtins
+from harness.runner.environment import torch_threads
 from tests.conftest import cli_environment
 from tests.test_cli import IN_PROCESS  # a command costs seconds already: no pool too
 from webapp import tokens
@@ -212,7 +212,7 @@ def test_a_position_dependent_objective_verifies_when_run_in_the_server_s_row_or
 
 @pytest.mark.django_db
 def test_the_row_key_endpoint_needs_a_token_and_a_version_key(client, monkeypatch):
-    from harness.remote import version_row_key
+    from harness.sandbox.remote import version_row_key
 
     monkeypatch.setenv("HARNESS_SANDBOX_KEY", "k" * 32)
     key = "ab" * 32

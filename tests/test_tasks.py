@@ -17,10 +17,10 @@ from django.test import Client
 from django.utils import timezone
 
 import tasks
-from harness import registry
+from harness.contract import registry
+from harness.contract.registry import get_suite
+from harness.contract.suite import CellResult, Resources
 from harness.objectives.loading import load_objective
-from harness.registry import get_suite
-from harness.suite import CellResult, Resources
 from tasks import dispatch, limits, reaper
 from tasks import tasks as task_module
 from tasks.worker import NODE, default_threads
@@ -540,7 +540,7 @@ while True:  # started beside serve, whose migrations come first
     time.sleep(0.2)
 from django.contrib.auth.models import User
 from harness.objectives.loading import load_objective
-from harness import registry
+from harness.contract import registry
 from webapp.execution import executors, heartbeat, status
 from webapp.execution import groups as work
 from webapp import storage
@@ -660,7 +660,7 @@ def test_a_running_group_writes_its_progress_with_the_heartbeat(version, setting
     assert pytest.approx(0.25) in reports  # after the first of 4 epochs: 4 cells × 1/4
     done = fresh(cells)
     assert {c.status for c in done} == {Cell.OK}
-    # the 4 seeds trained in their chunk of 5 (harness/chunks.py), and the record says so
+    # the 4 seeds trained in their chunk of 5 (harness/contract/chunks.py), and the record says so
     assert {c.environment["group_members"] for c in done} == {5}
     assert all(c.environment["chunk"] == {"size": 5, "index": 0} for c in done)
     seconds = {c.environment["group_seconds"] for c in done}

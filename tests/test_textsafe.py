@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.textsafe import printable, storable
+from harness.report.textsafe import printable, storable
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,16 @@ import pytest
 import torch
 from torch.func import vmap
 
-from harness.lossproto import ProtocolError
 from harness.objectives.loading import load_objective
-from harness.traced import MAX_ELEMENTS, MAX_TOTAL_ELEMENTS, Graph, TooLarge, Untraceable, export
+from harness.sandbox.lossproto import ProtocolError
+from harness.sandbox.traced import (
+    MAX_ELEMENTS,
+    MAX_TOTAL_ELEMENTS,
+    Graph,
+    TooLarge,
+    Untraceable,
+    export,
+)
 from harness.train import reduce_loss
 
 STATELESS = ["ce", "gce", "sce", "nce_rce", "mae", "focal", "label_smoothing", "poly1",

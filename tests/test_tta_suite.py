@@ -14,10 +14,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from harness import chunks, fixtures
+from harness.contract import chunks
+from harness.contract.pipeline import InvalidOutput, TrainOutput
+from harness.contract.registry import get_suite, pipeline
+from harness.data import fixtures
 from harness.objectives.loading import ObjectiveError, load_objective
-from harness.pipeline import InvalidOutput, TrainOutput
-from harness.registry import get_suite, pipeline
 from harness.sandbox import run_cells_sandboxed
 from tests.conftest import cli_environment
 
@@ -27,7 +28,7 @@ SEEDS = [0, 1, 2]
 PAIR = dataclasses.replace(SUITE, chunk=2)
 
 # A built-in's cells, by (name, variant, seed): a run trains its seeds' whole member chunks
-# (harness/chunks.py), whose cells are the same whatever was asked for, so the tests of
+# (harness/contract/chunks.py), whose cells are the same whatever was asked for, so the tests of
 # this module share them (the page test stores cells the finding tests ran).
 _CELLS: dict[tuple[str, str, int], object] = {}
 
@@ -120,7 +121,7 @@ def test_the_cli_builds_fixtures_once_and_reuses_them(tmp_path):
     """A cache holding the digits-C pool and the source models of seeds 0-3 (copied from
     this session's, so that they are not built again here): the first run of 2 seeds
     reuses those five and builds the rest of their whole member chunk, seed 4, which
-    nobody asked for (harness/chunks.py); the second reuses all six."""
+    nobody asked for (harness/contract/chunks.py); the second reuses all six."""
     import shutil
 
     copied = [("digits_c", fixtures.load(SUITE, "digits_c"))]
@@ -246,7 +247,7 @@ def test_the_trainer_never_receives_the_stream_labels():
 
 @pytest.mark.parametrize("name", ["tent", "lame", "eata"])
 def test_the_sandbox_gives_the_in_process_numbers(name):
-    from harness.registry import builtins
+    from harness.contract.registry import builtins
 
     code = builtins()[name].path.read_text()
     sandboxed = run_cells_sandboxed(PAIR, code, f"{name}.py", {}, ["iid"], [0, 1])

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import torch
 
+from harness.contract.registry import get_suite
 from harness.data.real import DatasetMissing
 from harness.objectives.loading import load_objective
-from harness.registry import get_suite
 from suites.unlearning import corpus as cp
 from suites.unlearning import evaluate as ev
 from suites.unlearning import pretrained, released

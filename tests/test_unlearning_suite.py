@@ -12,10 +12,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from harness import fixtures
+from harness.contract.registry import get_suite
+from harness.data import fixtures
 from harness.objectives.loading import ObjectiveError, load_objective
 from harness.objectives.validate import validate
-from harness.registry import get_suite
 from harness.sandbox import run_cells_sandboxed
 from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
@@ -130,7 +130,7 @@ def test_an_unlearning_objective_validates_in_the_sandbox():
     hook's smoke test, as it reaches each suite's own folder."""
     from pathlib import Path
 
-    from harness import registry
+    from harness.contract import registry
     from harness.sandbox import validate_sandboxed
 
     assert str(Path("suites/unlearning").resolve()) in registry.readable_paths()

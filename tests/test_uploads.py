@@ -14,8 +14,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from harness.registry import get_suite
-from harness.suite import CellResult
+from harness.contract.registry import get_suite
+from harness.contract.suite import CellResult
 from webapp import storage, tokens, verification
 from webapp.models import (
     ApiToken,

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from harness import registry
+from harness.contract import registry
 from harness.objectives.template import TEMPLATE, render
 from harness.objectives.validate import Problem, Validation, validate
 

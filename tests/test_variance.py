@@ -1,4 +1,4 @@
-"""harness.variance: the ANOVA estimates against textbook formulas, and the coverage of
+"""harness.report.variance: the ANOVA estimates against textbook formulas, and the coverage of
 the share intervals by seeded simulation."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.variance import INTERACTIONS, decompose
+from harness.report.variance import INTERACTIONS, decompose
 
 STREAMS = ("init", "order", "noise")
 

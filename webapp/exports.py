@@ -14,8 +14,8 @@ import io
 import math
 from typing import Any
 
-from harness.suite import MetricSpec, Suite
-from harness.tables import worst_variant
+from harness.contract.suite import MetricSpec, Suite
+from harness.report.tables import worst_variant
 from webapp.leaderboard.lookup import with_values
 
 ACROSS = ("across_mean", "across_worst", "across_worst_variant", "across_variants")

@@ -21,11 +21,11 @@ from django.db import IntegrityError, transaction
 from django.template.defaultfilters import filesizeformat
 from django.utils.text import slugify
 
+from harness.contract.registry import all_suites, get_suite, suite_names
+from harness.contract.suite import Suite
 from harness.objectives.loading import Objective as LoadedObjective
 from harness.objectives.loading import ObjectiveError, parse_assignments
-from harness.registry import all_suites, get_suite, suite_names
-from harness.suite import Suite
-from harness.textsafe import hidden_characters
+from harness.report.textsafe import hidden_characters
 from webapp.execution import executors
 from webapp.execution.groups import code_filename
 from webapp.models import Cell, Objective, ObjectiveVersion, Submission
@@ -327,8 +327,7 @@ def _decode(raw: bytes) -> str:
 
 def _submitted_variants(suite) -> list[str]:
     """What a submission runs: the default variants, and the held-out ones where this
-    server holds their secret (harness.heldout)."""
-    from harness import heldout
-
+    server holds their secret (harness.contract.heldout)."""
+    from harness.contract import heldout
     held = [v.name for v in suite.held_out] if heldout.available() else []
     return [*suite.default_variants, *held]

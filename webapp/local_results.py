@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from django.utils.text import slugify
 
+from harness.contract.suite import Suite
 from harness.objectives.loading import Objective as LoadedObjective
-from harness.suite import Suite
 from webapp import storage
 from webapp.models import Cell, Objective, ObjectiveVersion
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from harness.suite import REASONS
+from harness.contract.suite import REASONS
 
 
 class Objective(models.Model):
@@ -53,8 +53,8 @@ class ObjectiveVersion(models.Model):
 class Cell(models.Model):
     """queued → running → ok | diverged | failed | timeout | killed.
 
-    ``reason`` (a key of :data:`harness.suite.REASONS`) says why a cell ended failed, timeout
-    or killed; ``error`` and ``captured`` (the sandboxed child's stdout/stderr) can
+    ``reason`` (a key of :data:`harness.contract.suite.REASONS`) says why a cell ended
+    failed, timeout or killed; ``error`` and ``captured`` (the sandboxed child's stdout/stderr) can
     quote the objective's code and are shown to its owner only. While a worker holds a
     cell, ``worker`` names it and ``heartbeat_at`` is refreshed; ``attempts`` counts claims
     and fences writes (a worker stores a cell only while the attempt it claimed is current).
@@ -144,8 +144,8 @@ class CellTally(models.Model):
 
 class FactorialCell(models.Model):
     """A cell of a factorial run (``harness run --factorial``): the seed streams at one
-    level each (``harness.seeding.factorial_seed``). Not a replicate seed, so on no
-    results table; :mod:`harness.variance` splits the variance of a full grid of them."""
+    level each (``harness.contract.seeding.factorial_seed``). Not a replicate seed, so on no
+    results table; :mod:`harness.report.variance` splits the variance of a full grid of them."""
 
     version = models.ForeignKey(ObjectiveVersion, on_delete=models.CASCADE,
                                 related_name="factorial_cells")

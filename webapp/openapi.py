@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.suite import REASONS
+from harness.contract.suite import REASONS
 
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 200

@@ -27,9 +27,9 @@ from django.db.models import Count, Max, QuerySet
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
-from harness import heldout
-from harness.registry import get_suite, suite_names
-from harness.suite import Suite
+from harness.contract import heldout
+from harness.contract.registry import get_suite, suite_names
+from harness.contract.suite import Suite
 from webapp import leaderboard
 from webapp.leaderboard import cache
 from webapp.leaderboard.heldout import held_out_columns
@@ -49,7 +49,7 @@ OBJECTIVE_BODY = "webapp/includes/objective_body.html"
 def _templates_version() -> str:
     here = Path(__file__).parent
     files = sorted([*(here / "templates").rglob("*.html"), *(here / "templatetags").glob("*.py"),
-                    Path(__file__), here.parent / "harness" / "figures.py"])
+                    Path(__file__), here.parent / "harness" / "report" / "figures.py"])
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:10]
 
 

@@ -26,11 +26,11 @@ from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.text import slugify
 
-from harness.jsonsafe import finite_or_none
+from harness.contract.suite import CellResult, Suite
 from harness.objectives.loading import Objective as LoadedObjective
-from harness.suite import CellResult, Suite
-from harness.tables import CellRow
-from harness.textsafe import storable
+from harness.report.jsonsafe import finite_or_none
+from harness.report.tables import CellRow
+from harness.report.textsafe import storable
 from webapp.models import (
     Cell,
     Curve,
@@ -85,7 +85,7 @@ def metrics_of(cell_ids: Iterable[int]) -> dict[int, dict[str, float]]:
 def held_out_cells() -> Q:
     """Cells of held-out variants (``Suite.held_out``): in no public answer, since their
     draws are the server's secret; the leaderboard shows only their means."""
-    from harness.registry import all_suites
+    from harness.contract.registry import all_suites
 
     q = Q(pk__in=[])
     for suite in all_suites():
@@ -106,9 +106,9 @@ def finished_cells(version: ObjectiveVersion, suite: Suite, variants: Iterable[s
 @transaction.atomic
 def store_factorial(version: ObjectiveVersion, suite: Suite, results: Iterable[CellResult],
                     environment: dict) -> int:
-    """Store the cells of a factorial run (their seeds are ``harness.seeding`` factorial
+    """Store the cells of a factorial run (their seeds are ``harness.contract.seeding`` factorial
     seeds) apart from the replicates; a rerun replaces a cell. Returns the count stored."""
-    from harness.seeding import factors
+    from harness.contract.seeding import factors
 
     results = list(results)
     _check_declared(suite, results)
@@ -130,7 +130,7 @@ def store_factorial(version: ObjectiveVersion, suite: Suite, results: Iterable[C
 def finished_factorial(version: ObjectiveVersion, suite: Suite, variants: Iterable[str],
                        seeds: Iterable[int]) -> set[tuple[str, int]]:
     """(variant, factorial seed) pairs of a factorial run already stored."""
-    from harness.seeding import factorial_seed
+    from harness.contract.seeding import factorial_seed
 
     rows = FactorialCell.objects.filter(version=version, suite=suite.name,
                                         suite_version=suite.version, variant__in=list(variants))

@@ -21,10 +21,10 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from harness.contract.registry import builtins, get_suite
+from harness.contract.suite import Suite
 from harness.objectives.loading import Objective as LoadedObjective
-from harness.registry import builtins, get_suite
-from harness.suite import Suite
-from harness.textsafe import hidden_characters, is_storable
+from harness.report.textsafe import hidden_characters, is_storable
 from webapp import verification
 from webapp.execution import executors
 from webapp.execution.groups import code_filename

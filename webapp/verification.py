@@ -37,8 +37,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from harness.registry import suite_at
-from harness.suite import CellResult
+from harness.contract.registry import suite_at
+from harness.contract.suite import CellResult
 from webapp import storage
 from webapp.models import Cell, Upload, UploadedCell
 
@@ -57,7 +57,7 @@ ENVIRONMENT = (("torch version", ("packages", "torch")),
                # the secret order the sandbox sends a batch's rows in (a key per server, or
                # HARNESS_SANDBOX_KEY): a position-dependent op (pow, sigmoid) sees its
                # values in other places under another key, so the last bits can move.
-               # (How many cells shared a job no longer matters: harness/chunks.py.)
+               # (How many cells shared a job no longer matters: harness/contract/chunks.py.)
                ("the sandbox's secret row order (its key)", ("sandbox", "row_order")))
 SHOWN_DIFFERENCES = 200  # stored per upload: enough to see the pattern
 

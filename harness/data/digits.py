@@ -51,16 +51,14 @@ def _split(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 def _cache_path() -> Path:
     """Named by the split's seed and scikit-learn's version (which draws it)."""
-    from harness import fixtures
-
+    from harness.data import fixtures
     version = importlib.metadata.version("scikit-learn")
     return fixtures.root() / "digits" / f"split-{SPLIT_SEED}-sklearn-{version}.npz"
 
 
 def _save(path: Path, split: tuple[np.ndarray, ...]) -> None:
     """Kept when the cache is writable (processes racing to write it write the same bytes)."""
-    from harness import fixtures
-
+    from harness.data import fixtures
     buffer = io.BytesIO()
     np.savez(buffer, **dict(zip(_PARTS, split, strict=True)))
     try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import registry
+from harness.contract import registry
 
 
 class ObjectiveError(Exception):

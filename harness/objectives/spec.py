@@ -7,7 +7,7 @@ which the suite fills in when the hook asks for them by name.
 
 The engine defines the hooks every classification suite shares (``ENGINE_HOOKS``);
 a suite that introduces a hook of its own declares its ``HookSpec`` in its
-``Suite.hook_specs``, and :func:`harness.registry.hooks` merges them all.
+``Suite.hook_specs``, and :func:`harness.contract.registry.hooks` merges them all.
 """
 
 from __future__ import annotations

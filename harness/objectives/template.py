@@ -68,8 +68,7 @@ def render(name: str, suite: str | None = None) -> str:
     if not name.strip() or any(c in name for c in '\n\r"\\'):
         raise ValueError(f"objective name {name!r} must be one line without quotes")
     if suite is None:
-        from harness import registry
-
+        from harness.contract import registry
         suite = next(s.name for s in registry.all_suites()
                      if "classification_loss" in s.accepted_hooks)
     return TEMPLATE.replace(PLACEHOLDER, name).replace("{suite}", suite)

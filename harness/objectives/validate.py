@@ -398,7 +398,6 @@ def smoke_test(hook: str) -> Callable[[Objective, str], list[Problem]]:
     """The hook's smoke test, named by its :class:`~harness.objectives.spec.HookSpec`."""
     import importlib
 
-    from harness import registry
-
+    from harness.contract import registry
     module, _, name = registry.hooks()[hook].smoke.partition(":")
     return getattr(importlib.import_module(module), name)

@@ -21,7 +21,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from harness import seeding
+from harness.contract import seeding
 
 Batch = dict[str, "Tensor | Batch"]
 

@@ -188,7 +188,7 @@ def with_state(hook: LossFn, *args: object, state: Tensor, index: Tensor,
 def each_member(hook: Callable[..., Tensor], *args: Tensor, **context: Any) -> Tensor:
     """A post-hoc hook (fit on validation outputs, applied to test outputs) on each member's
     slice of the member-stacked ``args`` ``[M, ...]``, its outputs stacked. A hook served
-    from the sandbox (:mod:`harness.remote`) sends member ``m``'s slice to member ``m``'s
+    from the sandbox (:mod:`harness.sandbox.remote`) sends member ``m``'s slice to member ``m``'s
     server; here it is a loop, so the hook may optimise with autograd inside."""
     batched = getattr(hook, "each_member", None)
     if batched is not None:

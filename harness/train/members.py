@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from harness import seeding
+from harness.contract import seeding
 
 
 def stacked_init(model: nn.Module, seeds: list[int]) -> dict[str, Tensor]:

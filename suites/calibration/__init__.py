@@ -12,8 +12,7 @@ temperature scaling (README.md in this folder: the protocol and its deviations).
 
 from __future__ import annotations
 
-from harness.objectives.spec import HookSpec
-from harness.suite import (
+from harness.contract.suite import (
     EPOCH,
     Anchors,
     Axis,
@@ -25,6 +24,7 @@ from harness.suite import (
     Track,
     Variant,
 )
+from harness.objectives.spec import HookSpec
 
 POSTHOC = HookSpec(
     "posthoc_calibration", ("val_logits", "val_targets", "test_logits"),

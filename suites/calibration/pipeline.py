@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness import seeding
+from harness.contract import seeding
+from harness.contract.outputs import check_array, diverged_in, diverged_out, params_in, params_out
+from harness.contract.pipeline import Job, Pipeline, TrainOutput
+from harness.contract.suite import CellResult, Suite, Variant
 from harness.models.mlp import mlp
 from harness.objectives.loading import Objective, load_objective
-from harness.outputs import check_array, diverged_in, diverged_out, params_in, params_out
-from harness.pipeline import Job, Pipeline, TrainOutput
-from harness.suite import CellResult, Suite, Variant
 from harness.train import (
     Shuffled,
     TrainConfig,
@@ -35,7 +35,7 @@ from harness.train import (
 from suites.calibration import BINS, DROPOUT, NOISE, data
 from suites.calibration.probabilities import problem
 
-# harness.calibration (scipy) is imported where the judge needs it, never at import: the
+# suites.calibration.metrics (scipy) is imported where the judge needs it, never at import: the
 # sandbox's fork server imports this module, and its children must hold no scipy/sklearn.
 LOSS, POSTHOC = "classification_loss", "posthoc_calibration"
 SHIFTS = [("noise", s) for s in NOISE] + [("dropout", s) for s in DROPOUT]
@@ -98,8 +98,7 @@ class Calibration(Pipeline):
 
     def judge(self, suite: Suite, job: Job, output: TrainOutput, *,
               device: str = "cpu") -> list[CellResult]:
-        from harness import calibration as cal
-
+        from suites.calibration import metrics as cal
         d: data.Splits = job.private
         config = TrainConfig.from_settings(suite.settings)
         m, k, epochs = len(job.members), d.num_classes, config.epochs
@@ -159,8 +158,7 @@ def judge_member(probs: np.ndarray, labels: np.ndarray,
     """Metrics and curves of one member: ``probs [1 + shifts, N, K]`` (clean test first);
     ``logits`` = (validation logits, validation labels, test logits [(1 + shifts)·N, K])
     for a training objective, whose metrics after temperature scaling are added."""
-    from harness import calibration as cal
-
+    from suites.calibration import metrics as cal
     clean = probs[0]
     metrics = cal.metrics(clean, labels)
     shifted = [cal.ece(p, labels) for p in probs[1:]]
@@ -183,8 +181,7 @@ def reliability(probs: np.ndarray, labels: np.ndarray,
                 bins: int = BINS) -> dict[str, list[float]]:
     """Per equal-width bin of the top-label confidence: mean confidence, accuracy and count
     (an empty bin has no confidence or accuracy: NaN, stored as null)."""
-    from harness import calibration as cal
-
+    from suites.calibration import metrics as cal
     conf, hits = probs.max(axis=1), (probs.argmax(axis=1) == labels).astype(float)
     which = cal.equal_width_bins(conf, bins)
     count = np.bincount(which, minlength=bins).astype(float)

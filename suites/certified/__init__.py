@@ -8,8 +8,7 @@ verified accuracy (IBP or CROWN verifies the sample).
 
 from __future__ import annotations
 
-from harness.objectives.spec import CONTEXT_NAMES, HookSpec
-from harness.suite import (
+from harness.contract.suite import (
     EPOCH,
     Anchors,
     Axis,
@@ -21,6 +20,7 @@ from harness.suite import (
     Variant,
     VariantAxis,
 )
+from harness.objectives.spec import CONTEXT_NAMES, HookSpec
 
 SETTINGS = {
     "model": "mlp-64-128-128-10 (real data: cnn 16-32-100)",

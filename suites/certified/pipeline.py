@@ -22,9 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness import seeding
-from harness.objectives.loading import Objective
-from harness.outputs import (
+from harness.contract import seeding
+from harness.contract.outputs import (
     check_array,
     diverged_in,
     diverged_out,
@@ -32,8 +31,9 @@ from harness.outputs import (
     params_out,
     truncate,
 )
-from harness.pipeline import Job, Pipeline, TrainOutput
-from harness.suite import CellResult, Suite, Variant
+from harness.contract.pipeline import Job, Pipeline, TrainOutput
+from harness.contract.suite import CellResult, Suite, Variant
+from harness.objectives.loading import Objective
 from harness.train import ObjectiveRuntimeError, Shuffled, predict, stacked_init, train_members
 from suites.certified.attack import PGDConfig
 from suites.certified.data import Box, Dataset, load_dataset

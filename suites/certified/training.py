@@ -11,10 +11,10 @@ from typing import Any
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from harness import seeding
+from harness.contract import seeding
+from harness.contract.pipeline import InvalidOutput
+from harness.contract.suite import Suite, Variant
 from harness.objectives.loading import Objective
-from harness.pipeline import InvalidOutput
-from harness.suite import Suite, Variant
 from harness.train import TrainConfig, with_state
 from suites.certified import bounds
 from suites.certified.attack import pgd_train_inputs

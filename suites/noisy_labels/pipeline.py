@@ -15,11 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness import heldout, seeding
-from harness.data import data_root
-from harness.models.mlp import mlp
-from harness.objectives.loading import Objective
-from harness.outputs import (
+from harness.contract import heldout, seeding
+from harness.contract.outputs import (
     check_array,
     diverged_in,
     diverged_out,
@@ -27,8 +24,11 @@ from harness.outputs import (
     params_out,
     truncate,
 )
-from harness.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
-from harness.suite import CellResult, Suite, Variant
+from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
+from harness.contract.suite import CellResult, Suite, Variant
+from harness.data import data_root
+from harness.models.mlp import mlp
+from harness.objectives.loading import Objective
 from harness.train import (
     Shuffled,
     TrainConfig,

@@ -14,8 +14,7 @@ its deviations).
 
 from __future__ import annotations
 
-from harness.objectives.spec import HookSpec
-from harness.suite import (
+from harness.contract.suite import (
     Anchors,
     Axis,
     CurveSpec,
@@ -26,6 +25,7 @@ from harness.suite import (
     Suite,
     Variant,
 )
+from harness.objectives.spec import HookSpec
 
 # The 15 corruptions of the benchmark, then the 4 held out (suites.tta.corruptions).
 CORRUPTIONS = ("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur",

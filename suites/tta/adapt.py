@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 from torch.func import vmap
 
-from harness.pipeline import InvalidOutput
+from harness.contract.pipeline import InvalidOutput
 from harness.train import ObjectiveRuntimeError, reduce_loss
 from harness.train.loop import _describe
 from suites.tta import model as m

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness import fixtures
+from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
+from harness.contract.suite import CellResult, Suite, Variant
+from harness.data import fixtures
 from harness.objectives.loading import Objective
-from harness.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
-from harness.suite import CellResult, Suite, Variant
 from harness.train import ObjectiveRuntimeError
 from suites.tta import CORRUPTIONS, HELD_OUT, SEVERITIES, streams
 from suites.tta import adapt as a

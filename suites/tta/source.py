@@ -1,7 +1,7 @@
 """The suite's fixtures: the corrupted digits pool and each seed's source model.
 
 Both are built by the trusted side, once, and cached content-addressed by
-:mod:`harness.fixtures` (a second run reuses them). The source model is trained with
+:mod:`harness.data.fixtures` (a second run reuses them). The source model is trained with
 plain cross-entropy on the clean training digits (or CIFAR-10 for the opt-in variant):
 Adam, train-mode BatchNorm keeping running statistics for the ``source`` normalization.
 """

@@ -1,6 +1,6 @@
 """The suites' fixtures: each seed's target and retain models, and retain replicas.
 
-Built by the trusted side once and cached content-addressed (:mod:`harness.fixtures`).
+Built by the trusted side once and cached content-addressed (:mod:`harness.data.fixtures`).
 
 - ``target``: the mini LM fine-tuned from a seed's initialisation on the whole corpus
   (every trained entity, the world facts and the known entities; for MUSE also the bio
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness import seeding
+from harness.contract import seeding
 from suites.unlearning import corpus as cp
 from suites.unlearning import text
 from suites.unlearning import tokenizer as tk

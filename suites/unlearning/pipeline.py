@@ -23,10 +23,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from harness import fixtures, seeding
+from harness.contract import seeding
+from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
+from harness.contract.suite import CellResult, Suite, Variant
+from harness.data import fixtures
 from harness.objectives.loading import Objective
-from harness.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
-from harness.suite import CellResult, Suite, Variant
 from harness.train import ObjectiveRuntimeError, Paired, Shuffled, TrainConfig, train_members
 from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.contract.suite import Axis, CurveSpec, Fixture
 from harness.objectives.spec import HookSpec
-from harness.suite import Axis, CurveSpec, Fixture
 
 # Context an ``unlearning_loss`` may name; the trainer computes only what it names.
 CONTEXT = ("progress", "ref_forget", "ref_retain", "idk", "ref_idk", "hidden_forget",

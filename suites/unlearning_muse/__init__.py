@@ -12,7 +12,15 @@ retain model's), their trajectories, and what a relearning attack brings back
 
 from __future__ import annotations
 
-from harness.suite import Anchors, CurveSpec, MetricSpec, Resources, ScatterSpec, Suite, Variant
+from harness.contract.suite import (
+    Anchors,
+    CurveSpec,
+    MetricSpec,
+    Resources,
+    ScatterSpec,
+    Suite,
+    Variant,
+)
 from suites.unlearning.spec import (
     BASELINES,
     EPOCHS_CURVE,
@@ -110,7 +118,7 @@ SUITE = Suite(
     fixtures=fixtures("muse"),
     train_info={"options": dict},
     resources=Resources(base_seconds=600, seconds_per_member=120),
-    # Each seed trains alone (harness/chunks.py): stacking TinyLMs gains nothing (5 members
+    # Each seed trains alone (harness/contract/chunks.py): stacking TinyLMs gains nothing (5 members
     # vmapped take 1.27x a loop over them, bench/unlearning_model.py), a real model is not
     # stacked at all, and a rerun of one seed then trains (and builds fixtures for) one.
     chunk=1,

@@ -13,8 +13,7 @@ replaced by outliers (the variant); the test targets are clean.
 
 from __future__ import annotations
 
-from harness.objectives.spec import HookSpec
-from harness.suite import (
+from harness.contract.suite import (
     EPOCH,
     Anchors,
     Axis,
@@ -28,6 +27,7 @@ from harness.suite import (
     Variant,
     VariantAxis,
 )
+from harness.objectives.spec import HookSpec
 
 REGRESSION_LOSS = HookSpec(
     "regression_loss", ("pred", "target"),

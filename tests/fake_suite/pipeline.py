@@ -13,11 +13,11 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from harness import seeding
+from harness.contract import seeding
+from harness.contract.outputs import check_array, diverged_in, diverged_out, params_in, params_out
+from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
+from harness.contract.suite import CellResult, Suite, Variant
 from harness.objectives.loading import Objective
-from harness.outputs import check_array, diverged_in, diverged_out, params_in, params_out
-from harness.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
-from harness.suite import CellResult, Suite, Variant
 from harness.train import Shuffled, TrainConfig, each_member, stacked_init, train_members
 
 DATASET_SEED = 20261201

@@ -10,7 +10,7 @@ import ctypes
 
 import torch.nn.functional as F
 
-from harness import landlock
+from harness.sandbox import landlock
 
 attempt = {
     "libc_system": lambda: ctypes.CDLL("libc.so.6").system(b"touch /tmp/harness-ctypes-escape"),

@@ -1,5 +1,5 @@
 """A memory bomb that runs outside the sandbox: its hook is made of tensors only, so it is
-traced once in its server and the graph then runs in the worker (harness/traced.py). The
+traced once in its server and the graph then runs in the worker (harness/sandbox/traced.py). The
 worker refuses any single intermediate over 4 M elements per member, but a graph may
 have 4,000 nodes: this one builds, from its logits, a chain of 24 tensors of exactly
 4 M float32 elements (16 MiB each, every one under the cap) and adds a zero multiple of

@@ -15,7 +15,7 @@ import os
 
 import torch.nn.functional as F
 
-from harness import sandbox_guard
+from harness.sandbox import guard as sandbox_guard
 
 if "__HOSTILE_PARAM__" == "status":
     sandbox_guard.VIOLATION_EXIT = 3

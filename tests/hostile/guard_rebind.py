@@ -19,7 +19,7 @@ import posixpath
 
 import torch.nn.functional as F
 
-from harness import sandbox_guard
+from harness.sandbox import guard as sandbox_guard
 
 WORKDIR = os.getcwd()
 

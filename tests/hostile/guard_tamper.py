@@ -1,5 +1,5 @@
 """Tries to disable the audit-hook guard from inside by clearing the module-level table of
-refused events (harness.sandbox_guard._REFUSED.clear()), then, one per case
+refused events (harness.sandbox.guard._REFUSED.clear()), then, one per case
 (``__HOSTILE_PARAM__``), forks a grandchild that sleeps holding a marker, connects to a
 Unix socket the test listens on outside the sandbox, or tries TCP to the test's server on
 127.0.0.1; then trains normally.
@@ -16,7 +16,7 @@ import time
 
 import torch.nn.functional as F
 
-from harness import sandbox_guard
+from harness.sandbox import guard as sandbox_guard
 
 MARKER = "__HOSTILE_MARKER__"
 UNIX_SOCKET = "__HOSTILE_UNIX_SOCKET__"

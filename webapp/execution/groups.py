@@ -17,8 +17,8 @@ from pathlib import Path
 
 from django.db.models import Q
 
-from harness.registry import suite_at
-from harness.suite import CellResult, Suite
+from harness.contract.registry import suite_at
+from harness.contract.suite import CellResult, Suite
 from webapp import storage, verification
 from webapp.execution.database import DB_ERRORS, retry_db
 from webapp.execution.heartbeat import Heartbeat
@@ -42,7 +42,7 @@ class Group:
 
     A Celery task takes one variant's seeds (the unit spread over workers); the thread
     runner takes every variant that shares the seeds. Either trains its cells' member
-    chunks one after another (harness/chunks.py), so a cell's numbers are the same from
+    chunks one after another (harness/contract/chunks.py), so a cell's numbers are the same from
     both, from the CLI and from a rerun of its seed alone.
     """
 
@@ -135,7 +135,7 @@ class GroupRun:
     def store(self, results: list[CellResult], device: str | None = None) -> int:
         """Store the results into the cells still held; database blips are retried here,
         so a few seconds of a restarting database do not throw the training away."""
-        from harness.environment import environment
+        from harness.runner.environment import environment
 
         env = environment(device or device_for(self.suite, list(self.group.variants)))
         stored = retry_db(lambda: storage.store_results(self.version, self.suite, results, env,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from harness.suite import Suite
+from harness.contract.suite import Suite
 
 
 def torch_threads() -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from harness.registry import get_suite
-from harness.suite import REASONS, Suite
+from harness.contract.registry import get_suite
+from harness.contract.suite import REASONS, Suite
 from webapp.models import Cell, Submission
 
 STATUS_LABELS = {Cell.QUEUED: "queued", Cell.RUNNING: "running", Cell.OK: "done",

@@ -1,7 +1,7 @@
 """Every leaderboard table and plot the pages, the exports and the JSON API show.
 
 Payloads are plain JSON-serializable dicts (NaN becomes ``None``), computed from the
-suites' declarations (:mod:`harness.suite`) and cached (:mod:`~webapp.leaderboard.cache`):
+suites' declarations (:mod:`harness.contract.suite`) and cached (:mod:`~webapp.leaderboard.cache`):
 
 - :mod:`~webapp.leaderboard.tables`: per-variant tables, per-suite summaries, the ranked
   home table, exports;

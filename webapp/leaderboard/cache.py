@@ -17,7 +17,7 @@ What a landing cell recomputes (:mod:`~webapp.leaderboard.state`): per-variant p
 suite's table versions, so a cell of variant A leaves variant B's untouched; suite-wide
 payloads (summary, suite page, home) are recombined from the per-variant ones instead of
 re-reading every cell; and paired comparisons are remembered by their inputs
-(``harness.tables.comparison_key``), so a variant table rebuilt for one objective's new
+(``harness.report.tables.comparison_key``), so a variant table rebuilt for one objective's new
 cell recomputes that objective's comparisons only.
 """
 
@@ -31,16 +31,16 @@ from pathlib import Path
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
-from harness.jsonsafe import finite_or_none
-from harness.suite import Suite
+from harness.contract.suite import Suite
+from harness.report.jsonsafe import finite_or_none
 from webapp.models import CellTally, TableCache
 
 EMPTY = "0:0"
 
 
 def _code_version() -> str:
-    from harness import registry, stats, suite, tables
-
+    from harness.contract import registry, suite
+    from harness.report import stats, tables
     here = sorted(Path(__file__).parent.glob("*.py"))
     files = [*here, *(Path(m.__file__) for m in (tables, stats, suite))]
     text = "".join(p.read_text() for p in files) + repr(registry.all_suites())

@@ -1,7 +1,7 @@
 """Paired comparisons remembered between builds of a variant's table.
 
 ``stats.compare_paired`` (a 2,000-resample bootstrap, ~4 ms) is a pure function of its two
-value lists, so its result is stored by :func:`harness.tables.comparison_key` beside the
+value lists, so its result is stored by :func:`harness.report.tables.comparison_key` beside the
 table. A table rebuilt because one objective's cell landed looks every comparison up and
 recomputes only the ones whose inputs changed: that objective's against the reference and
 the best (all of them only when the reference or the best itself changed). Content keys
@@ -16,8 +16,8 @@ import math
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 
-from harness import stats
-from harness.suite import Suite
+from harness.contract.suite import Suite
+from harness.report import stats
 from webapp.leaderboard import cache
 
 

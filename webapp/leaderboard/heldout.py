@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from harness import heldout
-from harness.suite import Suite
+from harness.contract import heldout
+from harness.contract.suite import Suite
 from webapp.models import Cell, Metric
 
 

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from harness.registry import get_suite, suite_names
-from harness.suite import Suite, Variant
+from harness.contract.registry import get_suite, suite_names
+from harness.contract.suite import Suite, Variant
 
 KINDS = ("all", "builtin", "submitted")
 

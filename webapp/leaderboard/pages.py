@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.suite import Suite
+from harness.contract.suite import Suite
 from webapp.leaderboard import cache, plots, ranking
 from webapp.leaderboard.lookup import check_kind, suite_meta, suite_of, variant_of
 from webapp.leaderboard.state import SuiteState, state_of

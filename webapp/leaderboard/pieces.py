@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from django.db.models import Count
 
-from harness import stats
-from harness.suite import Suite
+from harness.contract.suite import Suite
+from harness.report import stats
 from webapp.leaderboard import cache
 from webapp.leaderboard.state import SuiteState, resolve, versions_key
 from webapp.models import Cell, Metric, ObjectiveVersion

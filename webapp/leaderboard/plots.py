@@ -1,4 +1,4 @@
-"""Plot data for the pages, shaped from the suite's declarations (:mod:`harness.figures`
+"""Plot data for the pages, shaped from the suite's declarations (:mod:`harness.report.figures`
 builds each plot's plotly figure from it, for the pages and for notebooks): every value
 stays in its metric's unit and every axis is labelled by what the suite declared
 (``Suite.curves``, ``scatters``, ``reliability``, ``variant_axis``).
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.suite import Suite, is_number
+from harness.contract.suite import Suite, is_number
 from webapp import storage
 from webapp.leaderboard import cache
 from webapp.leaderboard.lookup import rounded, suite_of

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef
 
-from harness import stats
-from harness.registry import all_suites
-from harness.suite import Suite
+from harness.contract.registry import all_suites
+from harness.contract.suite import Suite
+from harness.report import stats
 from webapp import storage
 from webapp.leaderboard import cache, plots
 from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Exists, OuterRef, Q
 
-from harness.suite import Suite
+from harness.contract.suite import Suite
 from webapp.leaderboard import cache
 from webapp.models import Cell, Objective, ObjectiveVersion
 

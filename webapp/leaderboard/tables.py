@@ -3,8 +3,8 @@
 Which results a table uses: per suite version, the newest version of every (objective,
 label) with a result, a cell that trained (``storage.latest_versions``: one whose cells all
 failed or were killed is on no public table), plus the suite's reference
-version (``storage.reference_version``). Statistics come from :mod:`harness.stats`
-through :func:`harness.tables.variant_tables`; nothing here computes an interval of its
+version (``storage.reference_version``). Statistics come from :mod:`harness.report.stats`
+through :func:`harness.report.tables.variant_tables`; nothing here computes an interval of its
 own.
 
 One sign convention everywhere: an *improvement* over the reference is positive when the
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 from django.db.models import Count
 
-from harness import stats
-from harness.registry import all_suites
-from harness.suite import Suite
-from harness.tables import CellRow, Memo, TableRow, variant_tables, worst_variant
+from harness.contract.registry import all_suites
+from harness.contract.suite import Suite
+from harness.report import stats
+from harness.report.tables import CellRow, Memo, TableRow, variant_tables, worst_variant
 from webapp import storage
 from webapp.leaderboard import cache
 from webapp.leaderboard.comparisons import comparisons
@@ -291,7 +291,7 @@ def _build_variant_table(state: SuiteState, variant: str) -> dict:
 def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersion],
                ref: ObjectiveVersion | None, labels: dict[int, str],
                memo: Memo | None = None) -> dict[str, list[dict]]:
-    """Row payloads per variant for ``versions`` (harness.tables.variant_tables)."""
+    """Row payloads per variant for ``versions`` (harness.report.tables.variant_tables)."""
     headline = suite.headline_metric
     secondary = tuple(m.name for m in suite.metrics if m.name != headline.name)
     rows = _cell_rows(suite, variants, versions)

@@ -2,16 +2,16 @@
 
 Factorial cells (``harness run --factorial``) are few (N³ per objective and variant) and
 live in their own table, so this reads them directly rather than through the table
-cache; the decomposition is :mod:`harness.variance`'s.
+cache; the decomposition is :mod:`harness.report.variance`'s.
 """
 
 from __future__ import annotations
 
 from django.db.models import Count
 
-from harness.seeding import FACTORS
-from harness.suite import Suite
-from harness.variance import INTERACTIONS, complete_grid, decompose
+from harness.contract.seeding import FACTORS
+from harness.contract.suite import Suite
+from harness.report.variance import INTERACTIONS, complete_grid, decompose
 from webapp import storage
 from webapp.leaderboard.lookup import suite_of, variant_of
 from webapp.models import FactorialCell, Objective

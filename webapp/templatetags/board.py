@@ -1,8 +1,8 @@
 """Number formatting, plot figures and code highlighting for the leaderboard templates.
 
 Values are formatted by the metric's own spec (``MetricSpec.to_json()``: unit and
-decimals), with the one rule of :func:`harness.suite.format_value`; plots are the figures
-of :mod:`harness.figures`."""
+decimals), with the one rule of :func:`harness.contract.suite.format_value`; plots are the figures
+of :mod:`harness.report.figures`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
-from harness import figures
-from harness.suite import format_value, is_number
+from harness.contract.suite import format_value, is_number
+from harness.report import figures
 
 register = template.Library()
 logger = logging.getLogger(__name__)
@@ -61,9 +61,9 @@ def prob(value):
 @register.filter
 def figure(payload, kind):
     """``payload|figure:kind``: the plotly figure dict of a plot's payload
-    (:func:`harness.figures.build`), for ``compact_json_script``. A payload the figure cannot be
-    built from gives None (logged), which the page shows as a plot that could not be
-    drawn rather than failing the whole page."""
+    (:func:`harness.report.figures.build`), for ``compact_json_script``. A payload the
+    figure cannot be built from gives None (logged), which the page shows as a plot that
+    could not be drawn rather than failing the whole page."""
     try:
         return figures.build(kind, payload)
     except Exception:

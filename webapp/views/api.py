@@ -24,10 +24,10 @@ from django.shortcuts import render
 from django.urls import path, re_path, reverse
 from django.views.decorators.csrf import csrf_exempt
 
-from harness import registry
-from harness.jsonsafe import finite_or_none
-from harness.suite import Suite
-from harness.textsafe import is_storable
+from harness.contract import registry
+from harness.contract.suite import Suite
+from harness.report.jsonsafe import finite_or_none
+from harness.report.textsafe import is_storable
 from webapp import leaderboard, openapi, storage
 from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
 

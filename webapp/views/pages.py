@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from harness.registry import suite_names
+from harness.contract.registry import suite_names
 from webapp import exports, leaderboard, rendered
 from webapp.leaderboard import NotFound
 

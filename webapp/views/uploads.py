@@ -119,7 +119,7 @@ def row_key(request: HttpRequest, user, version_key: str) -> HttpResponse:
     """GET /api/row-keys/{version_key}: this server's row-order key for that version."""
     if not VERSION_KEY.fullmatch(version_key):
         return _error(400, "version_key must be 64 lowercase hex digits (a sha256)")
-    from harness.remote import version_row_key
+    from harness.sandbox.remote import version_row_key
 
     return _json({"version_key": version_key,
                   "row_key": version_row_key(version_key).decode()})

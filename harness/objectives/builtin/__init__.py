@@ -1,6 +1,6 @@
 """The engine's built-in objectives: classification losses, one module each, written like a
 user's objective (formula and source in the docstring). Suites keep their own baselines in
-their ``baselines/`` folder; :func:`harness.registry.builtins` lists them all."""
+their ``baselines/`` folder; :func:`harness.contract.registry.builtins` lists them all."""
 
 # Display order: the reference (cross-entropy) first.
 ORDER = (

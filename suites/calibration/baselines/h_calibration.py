@@ -8,7 +8,7 @@ import torch
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 
-from harness import calibration as cal
+from suites.calibration import metrics as cal
 
 LOGIT_RANGE = 100.0  # the map's grid covers -log p in [0, 100] (official PiecewiseLinear)
 POINTS_PER_CENTROID = 256  # faiss.Kmeans trains on at most 256 points per centroid

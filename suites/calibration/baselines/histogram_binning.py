@@ -5,13 +5,13 @@ import numpy as np
 import torch
 from scipy.special import softmax
 
-from harness.calibration import equal_width_bins
+from suites.calibration.metrics import equal_width_bins
 
 
 def posthoc_calibration(val_logits: torch.Tensor, val_targets: torch.Tensor,
                         test_logits: torch.Tensor, *, bins: int = 15) -> torch.Tensor:
     """For each class k, ``p_k = softmax(z)_k`` in ``bins`` equal-width bins on [0, 1]
-    (``b/B < p <= (b+1)/B``, as ``harness.calibration.equal_width_bins``); a bin's value
+    (``b/B < p <= (b+1)/B``, as ``suites.calibration.metrics.equal_width_bins``); a bin's value
     is the share of the validation samples in it labelled k, an empty bin's its centre
     ``(b + ½)/B``. Each test p_k becomes its bin's value and each row is divided by its
     sum; a row whose values are all 0 keeps its uncalibrated softmax. bins = 15: the

@@ -2,13 +2,13 @@
 
 import torch
 
-from harness import calibration as cal
+from suites.calibration import metrics as cal
 
 
 def posthoc_calibration(val_logits: torch.Tensor, val_targets: torch.Tensor,
                         test_logits: torch.Tensor) -> torch.Tensor:
     """``softmax(z / T)`` with the one T in [0.01, 100] minimizing the validation NLL of
-    ``softmax(z / T)`` (``harness.calibration.fit_temperature``: a bounded Brent search on
+    ``softmax(z / T)`` (``suites.calibration.metrics.fit_temperature``: a bounded Brent search on
     log(1/T), where the NLL is convex; the judge fits its own temperature the same way).
     No hyperparameters. Float64."""
     t = cal.fit_temperature(val_logits.detach().cpu().double().numpy(),

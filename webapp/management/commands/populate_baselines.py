@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from harness.registry import get_suite, suite_names
+from harness.contract.registry import get_suite, suite_names
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ server (:class:`LossServers`, one process per member, so no process sees two mem
 labels), and gets back the member's reduced loss and its gradients with respect to the
 tensors it was sent; autograd here carries them into the model
 (:class:`_Stacked`). ``index`` is never sent; the per-sample ``state`` is the batch's
-slice, written back here. The wire format is :mod:`harness.lossproto`.
+slice, written back here. The wire format is :mod:`harness.sandbox.lossproto`.
 
 The hook is called inside ``torch.func.vmap`` over members (harness.train.loop); the
 autograd function's ``vmap`` rule turns the member-batched call into one round trip to
@@ -35,11 +35,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from harness import lossproto, registry
-from harness.lossproto import ProtocolError
+from harness.contract import registry
 from harness.objectives.loading import Objective
-from harness.sandbox_process import Limits, Process
-from harness.traced import MAX_CONST_BYTES, Graph, TooLarge, Untraceable
+from harness.sandbox import lossproto
+from harness.sandbox.lossproto import ProtocolError
+from harness.sandbox.process import Limits, Process
+from harness.sandbox.traced import MAX_CONST_BYTES, Graph, TooLarge, Untraceable
 
 HEARTBEAT_SECONDS = 5.0
 APPLY = -2  # a post-hoc reply: its header declares the output, checked (_payload)

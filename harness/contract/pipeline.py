@@ -10,7 +10,7 @@ A suite's :class:`Pipeline` (named by ``Suite.pipeline``) has
   (inside the sandbox for submissions): numpy arrays out (weights, predictions, curves)
   and a JSON ``info`` of how it trained. The objective's own failures raise
   :class:`harness.train.ObjectiveRuntimeError`.
-- ``judge(suite, job, output)`` → one :class:`harness.suite.CellResult` per member.
+- ``judge(suite, job, output)`` → one :class:`harness.contract.suite.CellResult` per member.
   Trusted: validates every array (raising :class:`InvalidOutput`) and computes every
   metric. ``output.info`` is untrusted too: the sandbox keeps only the fields the suite
   declares in ``Suite.train_info``, and the judge checks their values.
@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.suite import CellResult, Suite, Variant
+from harness.contract.suite import CellResult, Suite, Variant
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from harness.chunks import Chunk
+    from harness.contract.chunks import Chunk
     from harness.objectives.loading import Objective
 
 MEMORY_MESSAGES = ("can't allocate memory", "not enough memory", "out of memory",
@@ -62,7 +62,7 @@ class TrainOutput:
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)  # mode, fallback_reason, wall_time, …
     error: str = ""  # set when the objective failed; no arrays then
-    reason: str = ""  # a key of harness.suite.REASONS for that failure
+    reason: str = ""  # a key of harness.contract.suite.REASONS for that failure
 
 
 class Pipeline(ABC):
@@ -95,12 +95,12 @@ class Pipeline(ABC):
 def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
                      data_root: str | None = None, download: bool = False) -> str:
     """Build (or find) every fixture the cells' chunks need (the seeds asked for and their
-    chunks' other seeds: :mod:`harness.chunks`), once, before workers start: a summary
+    chunks' other seeds: :mod:`harness.contract.chunks`), once, before workers start: a summary
     such as ``"6 reused, 0 built"`` ('' for a suite without fixtures). ``data_root`` and
     ``download`` reach the builders (where a real data set is), not the keys."""
-    from harness import fixtures
-    from harness.chunks import chunks
-    from harness.registry import pipeline
+    from harness.contract.chunks import chunks
+    from harness.contract.registry import pipeline
+    from harness.data import fixtures
 
     steps, by_name = pipeline(suite), {v.name: v for v in variants}
     needed: list[tuple[str, int | None, dict[str, Any] | None]] = []
@@ -160,9 +160,9 @@ def chunk_jobs(steps: Pipeline, suite: Suite, variants: list[Variant], seeds: li
                data_root: str | None = None,
                download: bool = False) -> Iterator[tuple[Chunk, Job]]:
     """The jobs training ``variants × seeds``: each canonical chunk covering them
-    (:mod:`harness.chunks`) prepared on its own, one at a time, so that a cell trains with
+    (:mod:`harness.contract.chunks`) prepared on its own, one at a time, so that a cell trains with
     the same members in the same places however many cells were asked for."""
-    from harness.chunks import chunks
+    from harness.contract.chunks import chunks
 
     by_name = {v.name: v for v in variants}
     for chunk in chunks(suite, by_name, seeds):
@@ -192,7 +192,7 @@ def run_in_process(suite: Suite, objective: Objective, variants: list[Variant],
                    progress: Callable[[float], None] | None = None,
                    **options: Any) -> list[CellResult]:
     """prepare → train → judge in this process (trusted objectives only), chunk by chunk."""
-    from harness.registry import pipeline
+    from harness.contract.registry import pipeline
 
     steps = pipeline(suite)
     results: list[CellResult] = []

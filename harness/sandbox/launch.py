@@ -1,8 +1,8 @@
 """Starting a sandboxed child: through the fork server (default) or a fresh exec.
 
 ``HARNESS_SANDBOX_MODE=fork`` (default) forks each child from a per-thread zygote
-(:mod:`harness.sandbox_zygote`) that has the trainer imported already; ``exec``
-starts ``unshare … setpriv … python -I -m harness.sandbox_child`` per child. Both give
+(:mod:`harness.sandbox.zygote`) that has the trainer imported already; ``exec``
+starts ``unshare … setpriv … python -I -m harness.sandbox.child`` per child. Both give
 the child new network, PID, IPC and mount namespaces, rlimits, no capabilities, and
 Landlock, seccomp and the guard; only ``fork`` adds the pids and memory cgroups, the
 tmpfs work directory of the disk quota and the minimal root (``Running``'s attributes
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness import registry
+from harness.contract import registry
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def environment(workdir: Path | None, threads: int, device: str) -> dict[str, st
 
 class _Exec:
     def __init__(self, spec: Launch) -> None:
-        command = [sys.executable, "-I", "-m", "harness.sandbox_child", str(spec.workdir)]
+        command = [sys.executable, "-I", "-m", "harness.sandbox.child", str(spec.workdir)]
         if os.geteuid() == 0:
             ids = (["--reuid", str(spec.uid), "--regid", str(spec.uid), "--clear-groups"]
                    if spec.uid else [])
@@ -165,7 +165,7 @@ class _Zygote:
         self.pid = 0
         if template is None:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "harness.sandbox_zygote", str(theirs.fileno()),
+                [sys.executable, "-I", "-m", "harness.sandbox.zygote", str(theirs.fileno()),
                  self.roots],
                 env=environment(None, threads, device), stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),), start_new_session=True)
@@ -334,8 +334,7 @@ def shutdown() -> None:
 @functools.cache
 def isolation_support() -> dict[str, Any]:
     """Which kernel layers this machine grants (probed once per process)."""
-    from harness import landlock
-
+    from harness.sandbox import landlock
     namespaces = False
     if shutil.which("unshare"):
         try:

@@ -4,7 +4,7 @@ The engine owns the mechanism; suite packages register themselves. The project's
 packages are listed by one line, ``PACKAGES`` in the top-level ``suites`` package
 (looked up by name here, never imported statically); ``HARNESS_SUITES`` (comma-separated
 package names) adds more, e.g. a plugin's or a test's. Each package's ``__init__``
-defines ``SUITE`` (a :class:`harness.suite.Suite`), which is cheap to import (no torch).
+defines ``SUITE`` (a :class:`harness.contract.suite.Suite`), which is cheap to import (no torch).
 
 From those declarations come:
 
@@ -17,7 +17,7 @@ From those declarations come:
 
 Everything is checked on first use: duplicate suite, hook or built-in names, a hook a
 suite calls but nobody declares, a baseline that is not a built-in or does not define a
-hook the suite accepts. A mistake fails loudly with :class:`harness.suite.SuiteError`.
+hook the suite accepts. A mistake fails loudly with :class:`harness.contract.suite.SuiteError`.
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from harness.contract.suite import Suite, SuiteError
 from harness.objectives.spec import ENGINE_HOOKS, HookSpec
-from harness.suite import Suite, SuiteError
 
 if TYPE_CHECKING:
-    from harness.pipeline import Pipeline
+    from harness.contract.pipeline import Pipeline
 
 # Where the project lists its suite packages: the registry line lives there.
 PROJECT_SUITES = "suites:PACKAGES"
 ENV = "HARNESS_SUITES"
-ENGINE_BUILTINS = Path(__file__).parent / "objectives" / "builtin"
+ENGINE_BUILTINS = Path(__file__).parents[1] / "objectives" / "builtin"
 ENGINE_BUILTIN_MODULE = "harness.objectives.builtin"
 
 _added: list[str] = []
@@ -208,13 +208,13 @@ def pipeline(suite: Suite) -> Pipeline:
 
 @cache
 def _pipeline(path: str) -> Pipeline:
-    from harness.pipeline import Pipeline
+    from harness.contract.pipeline import Pipeline
 
     module, _, name = path.partition(":")
     cls = getattr(importlib.import_module(module), name)
     instance = cls()
     if not isinstance(instance, Pipeline):
-        raise SuiteError(f"{path} is not a harness.pipeline.Pipeline")
+        raise SuiteError(f"{path} is not a harness.contract.pipeline.Pipeline")
     return instance
 
 

@@ -23,9 +23,9 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from harness.suite import CellResult
+from harness.contract.suite import CellResult
 
-PRELOAD = ["torch", "numpy", "harness.train", "harness.registry"]
+PRELOAD = ["torch", "numpy", "harness.train", "harness.contract.registry"]
 
 
 @dataclass(frozen=True)
@@ -123,8 +123,8 @@ def run_group(group: LocalGroup, options: Mapping[str, Any],
     """Train and judge one group here: in-process, or in the sandbox for ``sandboxed``
     (where the objective is loaded and run in the sandboxed child only: this process reads
     its text and imports nothing of it)."""
+    from harness.contract.registry import suite_at
     from harness.objectives.loading import load_objective
-    from harness.registry import suite_at
 
     suite = suite_at(group.suite, group.suite_version)
     if group.sandboxed:

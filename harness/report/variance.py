@@ -1,7 +1,7 @@
 """Where a score's seed variance comes from: a random-effects ANOVA of a factorial run.
 
 A factorial run (``harness run --factorial N``) trains one objective on one variant with
-every combination of N levels of each seed stream (``harness.seeding.FACTORS``: the
+every combination of N levels of each seed stream (``harness.contract.seeding.FACTORS``: the
 initialisation, the data order, the noise draw), one cell each. The scores form an
 array with one axis per stream. Each stream, and each combination of streams, is a
 random effect; a plain seed draws a fresh level of every stream at once, so the
@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from harness.seeding import FACTORS, MAX_LEVELS
+from harness.contract.seeding import FACTORS, MAX_LEVELS
 
 INTERACTIONS = "interactions"
 DRAWS = 10_000  # generalized-pivot draws per interval: the percentile's Monte Carlo error

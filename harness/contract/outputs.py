@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.pipeline import InvalidOutput
+from harness.contract.pipeline import InvalidOutput
 
 PARAM = "param:"
 

@@ -3,7 +3,7 @@
 Train outside, serve the loss inside, judge outside (docs/sandbox.md). The trusted
 worker prepares the suite's job, trains every member itself with the suite's own
 trainer, and for each hook call asks the member's sandboxed loss server
-(:mod:`harness.remote`) for that member's loss and its gradients with respect to the
+(:mod:`harness.sandbox.remote`) for that member's loss and its gradients with respect to the
 tensors the hook was sent. The server process holds the objective and nothing else: no
 model, no data set, no weights, no other member's labels, no test inputs; so there is
 nothing it could return that changes more than its own loss. Every metric is computed
@@ -11,7 +11,7 @@ here by the suite's judge.
 
 Each server runs in fresh network, PID, IPC and mount namespaces, with no capabilities,
 under rlimits and per-process cgroups, behind Landlock, seccomp and an audit-hook guard
-(:mod:`harness.sandbox_process`, :mod:`harness.sandbox_launch`). Checking code at
+(:mod:`harness.sandbox.process`, :mod:`harness.sandbox.launch`). Checking code at
 submission (:func:`validate_sandboxed`) runs the engine's validator in the same sandbox.
 
 Layers the kernel refuses (no namespaces inside an unprivileged container, no Landlock)
@@ -27,11 +27,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import registry
-from harness.chunks import Chunk
-from harness.objectives.loading import Objective
-from harness.objectives.validate import Validation
-from harness.pipeline import (
+from harness.contract import registry
+from harness.contract.chunks import Chunk
+from harness.contract.pipeline import (
     InvalidOutput,
     Job,
     Pipeline,
@@ -41,10 +39,12 @@ from harness.pipeline import (
     grouped,
     share_of,
 )
-from harness.remote import LossServers, RemoteError, ServerEnded
-from harness.sandbox_launch import SandboxUnavailable, isolation_support
-from harness.sandbox_process import STATUS_OF_REASON, Limits, Process
-from harness.suite import CellResult, Suite
+from harness.contract.suite import CellResult, Suite
+from harness.objectives.loading import Objective
+from harness.objectives.validate import Validation
+from harness.sandbox.launch import SandboxUnavailable, isolation_support
+from harness.sandbox.process import STATUS_OF_REASON, Limits, Process
+from harness.sandbox.remote import LossServers, RemoteError, ServerEnded
 
 __all__ = ["Limits", "SandboxUnavailable", "isolation_support", "run_cells_sandboxed",
            "validate_sandboxed"]
@@ -72,7 +72,7 @@ def run_cells_sandboxed(suite: Suite, code: str, filename: str,
     (the caller retries those). ``threads`` is this process's torch threads for training;
     ``progress`` gets the trainer's reports (cells' worth of training done since the last).
     ``row_secret``: the version's row-order key as a server gave it
-    (:func:`harness.remote.version_row_key`); by default this machine's.
+    (:func:`harness.sandbox.remote.version_row_key`); by default this machine's.
     """
     steps = registry.pipeline(suite)
     results: list[CellResult] = []

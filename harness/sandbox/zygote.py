@@ -1,4 +1,4 @@
-"""A fork server for sandboxed children: ``python -I -m harness.sandbox_zygote FD SUITES``.
+"""A fork server for sandboxed children: ``python -I -m harness.sandbox.zygote FD SUITES``.
 
 Starting Python and importing torch costs ~1.5 s of CPU per child, about a quarter of
 a 5-seed cell group on the digits data. The zygote pays it once: it imports the trainer,
@@ -15,10 +15,10 @@ per job. Each job gets the same isolation as ``unshare … setpriv … python``,
                                         channel at 0, 3, 4), every other descriptor
                                         closed, scrubbed environment, rlimits,
                                         capabilities and uid dropped, then
-                                        harness.sandbox_child.main (Landlock, seccomp, guard)
+                                        harness.sandbox.child.main (Landlock, seccomp, guard)
 
 The minimal root (with namespaces): a small read-only tmpfs holding read-only bind mounts
-of what the child may read (``harness.sandbox_child.read_roots``, at the same absolute
+of what the child may read (``harness.sandbox.child.read_roots``, at the same absolute
 paths), ``/dev/null`` (and the GPU's devices), a fresh ``/proc`` (``hidepid``, and only
 the processes' entries where the kernel offers ``subset=pid``) and the work directory,
 which is a tmpfs of its own whose size is the disk quota (``RLIMIT_FSIZE``): the kernel
@@ -83,13 +83,12 @@ def main() -> None:
 
     torch.backends.cpu.get_cpu_capability()  # cpuinfo parsed here: a job's /proc has none
     import harness.objectives.validate  # noqa: F401
-    import harness.sandbox_child  # noqa: F401
-    import harness.traced
+    import harness.sandbox.child  # noqa: F401
+    import harness.sandbox.traced
 
-    harness.traced.warm()  # torch.export imports lazily: once here for every child
-    from harness import registry
-
+    harness.sandbox.traced.warm()  # torch.export imports lazily: once here for every child
     # Every registered suite's pipeline, named by the worker (our environment is scrubbed).
+    from harness.contract import registry
     registry.adopt(json.loads(sys.argv[2]) if len(sys.argv) > 2 else [])
     for module in registry.pipeline_modules():
         importlib.import_module(module)
@@ -267,10 +266,10 @@ def _job(request: dict, fds: list[int]) -> None:
         for name, value in limits.items():
             soft, hard = value if isinstance(value, list) else (value, value)
             resource.setrlimit(getattr(resource, name), (soft, hard))
-        sys.argv = ["harness.sandbox_child", request["workdir"]]
+        sys.argv = ["harness.sandbox.child", request["workdir"]]
         from pathlib import Path
 
-        from harness.sandbox_child import main as child_main
+        from harness.sandbox.child import main as child_main
 
         child_main(Path(request["workdir"]))
     except BaseException as exc:  # noqa: BLE001 - an unreported end is a crash, never the zygote's
@@ -509,7 +508,7 @@ def _root_plan(device: str) -> tuple[tuple[str, str, object], ...]:
     each job's init only makes directories and mounts (a few milliseconds)."""
     from pathlib import Path
 
-    from harness.sandbox_child import read_roots, write_roots
+    from harness.sandbox.child import read_roots, write_roots
 
     nowhere = Path("/nonexistent-work-directory")  # the work directory is each job's own
     reads = [p for p in read_roots(nowhere, True, device)

@@ -1,4 +1,4 @@
-"""The sandboxed child: ``python -I -m harness.sandbox_child WORKDIR``.
+"""The sandboxed child: ``python -I -m harness.sandbox.child WORKDIR``.
 
 Runs as the last stage of :mod:`harness.sandbox`'s launch (inside fresh network, PID,
 IPC and mount namespaces, under rlimits, with a scrubbed environment). It imports what it
@@ -8,7 +8,7 @@ loads the untrusted objective from the work directory and does one of two tasks:
 - ``serve``: the objective's loss for ONE member of a training run. The trusted trainer
   (in the worker) sends, per hook call, exactly the tensors the hook asks for on
   descriptor 0 and reads the loss and its gradients back on descriptor 3
-  (:mod:`harness.lossproto`). The child holds no model, no data set, no other member's
+  (:mod:`harness.sandbox.lossproto`). The child holds no model, no data set, no other member's
   labels and no weights: nothing it could return changes more than its own loss.
 - ``validate``: the engine's validator, its report written as ``result.json``.
 
@@ -36,8 +36,7 @@ DENIED_PACKAGES = ("sklearn", "scikit_learn", "webapp", "tasks", "django", "cele
 def read_roots(workdir: Path, pid_namespace: bool, device: str) -> list[str]:
     """What the trainer may read: the interpreter's library, the packages it imports."""
     import harness
-    from harness import registry
-
+    from harness.contract import registry
     stdlib = Path(os.__file__).parent
     roots = _entries(stdlib, lambda name: name != "site-packages")
     for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
@@ -79,8 +78,7 @@ def main(workdir: Path) -> None:
     import torch
 
     torch.set_num_threads(int(job["threads"]))
-    from harness import registry
-
+    from harness.contract import registry
     registry.adopt(job["suite_packages"])
     if job.get("task") == "validate":
         from harness.objectives.validate import smoke_test
@@ -89,8 +87,8 @@ def main(workdir: Path) -> None:
             smoke_test(hook)
         _lock_down(workdir, job)
         _finish(workdir, _validate(workdir, job))
-    from harness import lossproto, traced  # noqa: F401 - imported before the lock-down
     from harness.objectives import loading  # noqa: F401
+    from harness.sandbox import traced
     from harness.train import loop  # noqa: F401
 
     traced.warm()  # torch.export's lazy imports (done once in the fork server)
@@ -102,8 +100,8 @@ def main(workdir: Path) -> None:
 def _lock_down(workdir: Path, job: dict) -> list[str]:
     """Landlock and seccomp (or exit: no objective runs without a requested layer), then
     the audit-hook guard; returns the guard's record of refusals."""
-    from harness import landlock, seccomp
-    from harness.sandbox_guard import Guard
+    from harness.sandbox import landlock, seccomp
+    from harness.sandbox.guard import Guard
 
     device = job.get("device", "cpu")
     read = read_roots(workdir, job.get("pid_namespace", False), device)
@@ -129,8 +127,8 @@ def _serve(workdir: Path, job: dict) -> None:
     import numpy as np
     import torch
 
-    from harness.lossproto import frame, nbytes, read_exact, rebuild, split, write_all
     from harness.objectives.loading import ObjectiveError, load_objective
+    from harness.sandbox.lossproto import frame, nbytes, read_exact, rebuild, split, write_all
 
     def reply(header: dict, payload: list[bytes | memoryview] = ()) -> None:
         # The header goes first and each part unjoined: an output too large to copy is
@@ -194,7 +192,7 @@ def _apply(objective, bound: dict, header: dict, tensors: list, reply) -> None:
     """A post-hoc hook's output for this member, as it returned it (no loss, no gradient)."""
     import torch
 
-    from harness.lossproto import DTYPES, rebuild
+    from harness.sandbox.lossproto import DTYPES, rebuild
 
     try:
         args = [rebuild(v, tensors) for v in header["args"]]
@@ -215,9 +213,9 @@ def _apply(objective, bound: dict, header: dict, tensors: list, reply) -> None:
 
 
 def _trace(objective, bound: dict, header: dict, reply) -> None:
-    """The hook as a graph of ATen ops (:mod:`harness.traced`), or why it cannot be one."""
-    from harness.lossproto import rebuild
-    from harness.traced import Untraceable, export
+    """The hook as a graph of ATen ops (:mod:`harness.sandbox.traced`), or why it cannot be one."""
+    from harness.sandbox.lossproto import rebuild
+    from harness.sandbox.traced import Untraceable, export
 
     name = header["trace"]
     try:
@@ -263,7 +261,7 @@ def _declared(objective) -> dict:
 
 
 def _error(text: str, cause: BaseException) -> dict:
-    from harness.pipeline import failure_reason
+    from harness.contract.pipeline import failure_reason
 
     return {"error": text[:20_000], "reason": failure_reason(cause)}
 

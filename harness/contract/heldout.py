@@ -7,7 +7,7 @@ cells in no API answer; every ranked submission runs them, and the leaderboard s
 an objective does on them beside its public twin, so tuning to the public draws shows as
 a gap. Without the secret (a user's machine), they cannot run: :class:`Unavailable` says
 why. The secret never reaches a sandboxed child: its environment is scrubbed
-(``harness.sandbox_launch.environment``), and only what the draws produced is handed over.
+(``harness.sandbox.launch.environment``), and only what the draws produced is handed over.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ every intermediate's size on meta tensors before the first real call of each sha
 then runs it itself under ``vmap`` over members with autograd: no round trip per step.
 A graph is a pure function of its inputs, so it cannot keep anything between calls or
 see another member. Hooks that cannot be traced (control flow on tensor values,
-``.item()``, in-place state) keep the per-call protocol (:mod:`harness.remote`).
+``.item()``, in-place state) keep the per-call protocol (:mod:`harness.sandbox.remote`).
 
 Wire format (:func:`export` in the server, :func:`load` here)::
 
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from harness.lossproto import ProtocolError, split
+from harness.sandbox.lossproto import ProtocolError, split
 
 MAX_NODES = 4000
 MAX_CONST_BYTES = 16 << 20

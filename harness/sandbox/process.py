@@ -1,7 +1,7 @@
 """One sandboxed process, seen from the trusted side: started, watched, ended, explained.
 
 It gets a private work directory holding ``job.json`` and the objective's file, is
-launched through :mod:`harness.sandbox_launch` (namespaces, rlimits, cgroups, dropped
+launched through :mod:`harness.sandbox.launch` (namespaces, rlimits, cgroups, dropped
 privileges; Landlock, seccomp and the guard once it has imported what it needs) and is
 handed three pipes: requests in (its descriptor 0), replies out (3) and the guard's
 report of a refusal (4). Its stdout and stderr are captured (the head kept, the rest
@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import registry, seccomp
-from harness import sandbox_launch as launcher
-from harness.sandbox_child import READY, SETUP_FAILED
-from harness.sandbox_guard import MARKER, VIOLATION_EXIT
-from harness.sandbox_launch import SandboxUnavailable, isolation_support
-from harness.suite import Suite
+from harness.contract import registry
+from harness.contract.suite import Suite
+from harness.sandbox import launch as launcher
+from harness.sandbox import seccomp
+from harness.sandbox.child import READY, SETUP_FAILED
+from harness.sandbox.guard import MARKER, VIOLATION_EXIT
+from harness.sandbox.launch import SandboxUnavailable, isolation_support
 
 # A status for each reason a child can end without a result.
 STATUS_OF_REASON = {"wall": "timeout", "memory": "killed", "cpu": "killed", "disk": "killed",
@@ -57,7 +58,7 @@ class Limits:
 
 
 class Process:
-    """A sandboxed ``harness.sandbox_child`` running ``fields["task"]`` on ``code``."""
+    """A sandboxed ``harness.sandbox.child`` running ``fields["task"]`` on ``code``."""
 
     def __init__(self, fields: dict[str, Any], code: str, filename: str, limits: Limits, *,
                  threads: int = 1, device: str = "cpu", python_guard: bool = True) -> None:

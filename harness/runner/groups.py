@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness import registry
+from harness.contract import registry
 
 
 def load(spec: str, overrides: Mapping[str, Any] | None, sandbox: bool):
@@ -58,7 +58,7 @@ def sandboxed_objective(spec: str, overrides: Mapping[str, Any] | None):
 
 def group(spec: str, obj, suite, variants: list[str], seeds: list[int], sandboxed: bool):
     """The :class:`LocalGroup` that trains ``obj`` on ``variants`` × ``seeds``."""
-    from harness.parallel import LocalGroup
+    from harness.runner.processes import LocalGroup
 
     if sandboxed:  # the text that was checked and is stored; all its hyperparameters
         return LocalGroup(obj.path, suite.name, suite.version, tuple(variants), tuple(seeds),
@@ -73,7 +73,7 @@ def spread(groups: list[tuple], workers: int) -> list[tuple]:
     """``(label, version, group)`` entries, groups split by variant until every worker has
     one, biggest first: two processes each batching some members beat one process batching
     all (bench/dispatch.py). Results do not depend on the split: every cell trains in its
-    own member chunk (harness/chunks.py)."""
+    own member chunk (harness/contract/chunks.py)."""
     groups = list(groups)
     while len(groups) < workers:
         i = max(range(len(groups)), key=lambda k: len(groups[k][2].variants), default=None)

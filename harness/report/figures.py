@@ -12,7 +12,7 @@ plotly (80 ms for a suite page's family plot), so a page pays only for building 
 
 Units: every payload value is in its metric's stored unit with the metric's spec
 (``MetricSpec.to_json()``: ``unit``, ``decimals``, ``better``); percents are drawn ×100, as
-the tables show them (:func:`harness.suite.format_value`), and axis titles say "(%)", or
+the tables show them (:func:`harness.contract.suite.format_value`), and axis titles say "(%)", or
 "(pp)" for a difference. Labels (objective names are user input) are escaped like text
 before they reach plotly, which reads ``<b>``, ``<a href>`` and entities in names, titles
 and hover text.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.suite import Suite
+    from harness.contract.suite import Suite
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Suite fixtures: arrays the trusted side builds once and every objective reuses.
 
-A suite declares its fixtures (:class:`harness.suite.Fixture`: a name, a builder
+A suite declares its fixtures (:class:`harness.contract.suite.Fixture`: a name, a builder
 ``"module:function"`` and a JSON config), e.g. the source models a test-time-adaptation
 suite adapts or the target and retain models an unlearning suite starts from. A built
 fixture is a dict of numpy arrays, stored content-addressed under the fixture root
@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.data import data_root
-from harness.environment import torch_threads
+from harness.runner.environment import torch_threads
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from harness.suite import Fixture, Suite
+    from harness.contract.suite import Fixture, Suite
 
 ENV = "HARNESS_FIXTURES"
 FORMAT = 1  # of the manifest; part of the key

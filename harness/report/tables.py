@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness import stats
+from harness.report import stats
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def variant_tables(rows: Iterable[CellRow], *, headline: str, higher_is_better: 
 
 
 def comparison_key(x: list[float], y: list[float], higher: bool, min_seeds: int) -> str:
-    """What :func:`harness.stats.compare_paired` depends on, hashed: the exact values
+    """What :func:`harness.report.stats.compare_paired` depends on, hashed: the exact values
     (``repr`` round-trips a float), the direction and the minimum of seeds."""
     text = f"{higher}:{min_seeds}:{','.join(map(repr, x))}|{','.join(map(repr, y))}"
     return hashlib.sha1(text.encode()).hexdigest()

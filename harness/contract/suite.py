@@ -1,7 +1,7 @@
 """What a suite declares, as typed data: everything shared code needs to know about it.
 
 A suite package (see ``docs/adding-a-suite.md``) defines one :class:`Suite` named
-``SUITE`` in its ``__init__.py`` and a :class:`harness.pipeline.Pipeline` that prepares,
+``SUITE`` in its ``__init__.py`` and a :class:`harness.contract.pipeline.Pipeline` that prepares,
 trains and judges its cells. Shared code (the CLI, the sandbox, the web pages, the API,
 the exports, the workers) reads only these declarations; nothing outside a suite's
 folder names the suite. A declaration that is incomplete or inconsistent raises
@@ -92,7 +92,7 @@ class MetricSpec:
 
 def format_value(value: float | None, unit: str, decimals: int, *, signed: bool = False) -> str:
     """One formatting rule for the CLI, the pages and the exports (the plots of
-    :mod:`harness.figures` draw a percent ×100 by the same rule, with these decimals in
+    :mod:`harness.report.figures` draw a percent ×100 by the same rule, with these decimals in
     their hover text)."""
     if not is_number(value):
         return "–"
@@ -222,7 +222,7 @@ class Fixture:
     every objective and worker reuses: ``builder`` is ``"module:function"``, called as
     ``builder(config, seed) -> dict of numpy arrays``; ``code`` names more modules whose
     source the entry depends on (the model's). Stored content-addressed by
-    :mod:`harness.fixtures`, checked on every read, rebuilt when a check fails."""
+    :mod:`harness.data.fixtures`, checked on every read, rebuilt when a check fails."""
 
     name: str
     builder: str
@@ -243,15 +243,14 @@ class Variant:
     default: bool = True  # part of the default run (real-data variants are opt-in)
     queue: str = "cpu"
     # A held-out variant (declared in Suite.held_out) names its public twin: the same
-    # protocol, with part of it drawn from the server's secret (harness.heldout).
+    # protocol, with part of it drawn from the server's secret (harness.contract.heldout).
     held_out_of: str = ""
 
     def config_hash(self, suite: Suite) -> str:
         payload = {"suite": suite.name, "version": suite.version, "variant": self.name,
                    "config": dict(self.config), "settings": dict(suite.settings)}
         if self.held_out_of:  # the draws are the secret's: a rotated one is another variant
-            from harness import heldout
-
+            from harness.contract import heldout
             payload["secret"] = heldout.fingerprint()
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -325,7 +324,7 @@ class Suite:
     runs on the suite when it defines any of both. ``hook_specs`` declare hooks this
     suite introduces. ``baselines`` are the suite's own built-in objectives (its default
     run, reference first); ``pipeline`` is ``"module:Class"`` of its
-    :class:`harness.pipeline.Pipeline`, imported only when cells run.
+    :class:`harness.contract.pipeline.Pipeline`, imported only when cells run.
     """
 
     name: str
@@ -356,23 +355,23 @@ class Suite:
     # e.g. ``suites.unlearning``): the sandbox makes them readable as it does the folder.
     shared_code: tuple[str, ...] = ()
     # Below this many seeds a row shows its values only: no interval, no verdict (the t
-    # interval of 2 seeds is mean ± 12.7·s/√2; harness/stats.py).
+    # interval of 2 seeds is mean ± 12.7·s/√2; harness/report/stats.py).
     min_seeds: int = 3
     # The common set the cross-suite rank compares objectives on (default variants only;
     # () = every default variant): an objective is ranked once it has min_seeds seeds on
     # each, provisional before.
     ranked: tuple[str, ...] = ()
-    # The seed streams (``harness.seeding.FACTORS``) the suite's randomness comes from,
+    # The seed streams (``harness.contract.seeding.FACTORS``) the suite's randomness comes from,
     # each with what it draws: a factorial run (``harness run --factorial``) varies them
-    # one at a time. Only a suite whose every draw goes through ``harness.seeding`` may
+    # one at a time. Only a suite whose every draw goes through ``harness.contract.seeding`` may
     # declare them; () = no factorial runs.
     seed_streams: Mapping[str, str] = field(default_factory=dict)
-    # Variants drawn from the server's secret (harness.heldout): on no public list, run for
+    # Variants drawn from the server's secret (harness.contract.heldout): on no public list, run for
     # every ranked submission, shown beside their public twin (Variant.held_out_of).
     held_out: tuple[Variant, ...] = ()
     # Seeds per canonical member chunk: seed s of a variant always trains in chunk s // chunk,
     # beside the same seeds, so that its numbers do not depend on what else was asked for
-    # (harness/chunks.py, docs/reproducibility.md). Part of the protocol: changing it moves
+    # (harness/contract/chunks.py, docs/reproducibility.md). Part of the protocol: changing it moves
     # numbers, so it changes with the suite's version. 5 = the default run's seeds; 1 where
     # stacking gains nothing.
     chunk: int = 5
@@ -464,7 +463,7 @@ class Suite:
     def run_cells(self, objective: Any, variants: list[str], seeds: list[int],
                   **options: Any) -> list[Any]:
         """Train and judge every (variant, seed) cell for one objective, in this process."""
-        from harness.pipeline import run_in_process
+        from harness.contract.pipeline import run_in_process
 
         return run_in_process(self, objective, [self.variant(v) for v in variants], seeds,
                               **options)
@@ -486,7 +485,7 @@ def _check(s: Suite) -> None:
     if outside or len(set(s.ranked)) != len(s.ranked):
         fail(f"ranked variants must be distinct default variants (a submission runs those); "
              f"not: {', '.join(outside) or 'repeated names'}")
-    from harness.seeding import FACTORS  # imports no numpy
+    from harness.contract.seeding import FACTORS  # imports no numpy
 
     unknown = [k for k in s.seed_streams if k not in FACTORS]
     if unknown or len(s.seed_streams) == 1:
