@@ -38,6 +38,8 @@ import time
 import uuid
 from pathlib import Path
 
+from harness.runner.inprocess import run_cells
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -104,7 +106,7 @@ def overhead(suite, code: str, seeds: list[int], repeats: int, env: dict,
              shared: Workers | None = None) -> None:
     """``shared``: the smoke's worker, already started (then nothing is warmed up)."""
     from harness.objectives.loading import load_objective
-    from harness.sandbox import run_cells_sandboxed
+    from harness.runner.sandboxed import run_cells_sandboxed
 
     # The same loss, asking for a number it does not use: a number in the context keeps a
     # hook from being traced, so this one is served per call.
@@ -117,7 +119,7 @@ def overhead(suite, code: str, seeds: list[int], repeats: int, env: dict,
         objective = load_objective(str(path))
 
         def in_process() -> None:
-            _check(suite.run_cells(objective, [variant], seeds))
+            _check(run_cells(suite, objective, [variant], seeds))
 
         def sandbox_traced() -> None:
             _check(run_cells_sandboxed(suite, code, "submitted_gce.py", {}, [variant], seeds),

@@ -109,7 +109,7 @@ def validate(objective: ObjectiveLike, *, hyperparameters: Mapping[str, Any] | N
         raise HarnessError(f"{spec}: the sandbox checks objective files; pass a .py file or "
                            f"a function")
     from harness.objectives.validate import SandboxValidation
-    from harness.runner.groups import sandboxed_objective
+    from harness.runner.local import sandboxed_objective
     from harness.sandbox import SandboxUnavailable
 
     try:
@@ -186,9 +186,9 @@ def run(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | None =
 def _train(suite, specs, loaded, variants, seeds, factorial, *, device, mode, sandbox, force,
            workers, data_root, download, row_order_from, progress, say) -> list[Any]:
     from harness import progress as bars
-    from harness.contract.pipeline import prepare_fixtures
-    from harness.runner import groups as running
+    from harness.runner import local as running
     from harness.runner.environment import environment
+    from harness.runner.jobs import prepare_fixtures
     from harness.runner.processes import default_workers, run_groups
     from webapp import storage
 
@@ -199,7 +199,7 @@ def _train(suite, specs, loaded, variants, seeds, factorial, *, device, mode, sa
     else:
         finished, store = storage.finished_cells, storage.store_results
     workers = workers or default_workers()
-    versions, groups = [], []  # groups: (label, version, LocalGroup)
+    versions, groups = [], []  # groups: (label, version, Group)
     for spec, obj in zip(specs, loaded, strict=True):
         version = storage.version_for(obj)
         versions.append(version)
@@ -398,7 +398,7 @@ def _refuse_held_out(variants: list[str], held: list[str]) -> None:
 
 
 def _load_all(specs: list[str], hyperparameters, sandbox: bool) -> list[Any]:
-    from harness.runner import groups as running
+    from harness.runner import local as running
     unavailable = _sandbox_unavailable() if sandbox else ()
     overrides = dict(hyperparameters or {}) or None  # typed, or text cast by the default's type
     try:

@@ -17,7 +17,7 @@ from harness.contract.chunks import members_trained
 from harness.contract.registry import suite_at
 from harness.contract.suite import Resources
 from tasks.limits import seed_chunks, time_limits
-from webapp.execution.groups import Group, groups
+from webapp.execution.groups import QueuedGroup, groups
 from webapp.models import Cell, Submission
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def enqueue_cells(cells, connection=None) -> int:
     return sent
 
 
-def route(group: Group) -> dict:
+def route(group: QueuedGroup) -> dict:
     """``apply_async`` options of a group: its queue and its soft and hard time limits (for
     the members it trains: whole chunks, harness/contract/chunks.py)."""
     queue, resources = _placement(group)
@@ -57,7 +57,7 @@ def route(group: Group) -> dict:
     return {"queue": queue, "soft_time_limit": soft, "time_limit": hard}
 
 
-def _chunk(group: Group) -> int:
+def _chunk(group: QueuedGroup) -> int:
     """Seeds per member chunk of the group's suite (1 where it is gone)."""
     try:
         return suite_at(group.suite, group.suite_version).chunk
@@ -65,7 +65,7 @@ def _chunk(group: Group) -> int:
         return 1
 
 
-def _members(group: Group) -> int:
+def _members(group: QueuedGroup) -> int:
     try:
         return members_trained(suite_at(group.suite, group.suite_version), group.variants,
                                group.seeds)
@@ -73,7 +73,7 @@ def _members(group: Group) -> int:
         return len(group.seeds) * len(group.variants)
 
 
-def send(group: Group, connection=None) -> None:
+def send(group: QueuedGroup, connection=None) -> None:
     from tasks.tasks import run_group
 
     (variant,) = group.variants  # a task trains one variant's seeds
@@ -82,18 +82,18 @@ def send(group: Group, connection=None) -> None:
         connection=connection, **route(group))
 
 
-def split(group: Group) -> list[Group]:
+def split(group: QueuedGroup) -> list[QueuedGroup]:
     """The group in parts whose hard time limit fits Redis's visibility timeout."""
     from tasks.celery import app
 
     visibility = float(app.conf.get("harness_visibility_timeout") or 3600)
-    return [Group(group.version_id, group.suite, group.suite_version, group.variants,
+    return [QueuedGroup(group.version_id, group.suite, group.suite_version, group.variants,
                   tuple(part))
             for part in seed_chunks(_placement(group)[1], list(group.seeds), visibility,
                                     _chunk(group))]
 
 
-def _placement(group: Group) -> tuple[str, Resources]:
+def _placement(group: QueuedGroup) -> tuple[str, Resources]:
     """The group's queue and its suite's resource budget; a suite version or variant that
     no longer exists goes to the cpu queue with the default budget, and the task fails its
     cells with a clear message."""

@@ -84,9 +84,9 @@ def run_group(self, version_id: int, suite: str, suite_version: str, variant: st
 
     ``held`` is this task's own claim carried over an infrastructure retry.
     """
-    from webapp.execution.groups import Group, GroupRun
+    from webapp.execution.groups import GroupRun, QueuedGroup
 
-    group = Group(version_id, suite, suite_version, (variant,), tuple(sorted(seeds)))
+    group = QueuedGroup(version_id, suite, suite_version, (variant,), tuple(sorted(seeds)))
     run = GroupRun(group, self.request.hostname or worker_name(), held=held)
     try:
         if not run.claim():
@@ -117,11 +117,11 @@ def run_group(self, version_id: int, suite: str, suite_version: str, variant: st
 
 
 def _group(args, kwargs):
-    from webapp.execution.groups import Group
+    from webapp.execution.groups import QueuedGroup
 
     names = ("version_id", "suite", "suite_version", "variant", "seeds")
     values = {**dict(zip(names, args, strict=False)), **(kwargs or {})}
-    return Group(values["version_id"], values["suite"], values["suite_version"],
+    return QueuedGroup(values["version_id"], values["suite"], values["suite_version"],
                  (values["variant"],), tuple(values["seeds"]))
 
 

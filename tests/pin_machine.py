@@ -23,6 +23,8 @@ import json
 import sys
 from pathlib import Path
 
+from harness.runner.inprocess import run_cells
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DATA = ROOT / "tests" / "data"
@@ -70,7 +72,7 @@ def rerun(cells: list[dict], suite_name: str, epochs: int | None,
     variants = list(dict.fromkeys(c["variant"] for c in expected))
     seeds = sorted({c["seed"] for c in expected})
     got = {(r.variant, r.seed): r for r in
-           suite.run_cells(load_objective(spec), variants, seeds)}
+           run_cells(suite, load_objective(spec), variants, seeds)}
     return [(c, got[(c["variant"], c["seed"])]) for c in expected]
 
 

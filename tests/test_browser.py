@@ -9,6 +9,8 @@ import shutil
 
 import pytest
 
+from harness.runner.inprocess import run_cells
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.slow,
@@ -195,7 +197,7 @@ def test_a_suites_own_axes_and_plots_render(page, monkeypatch):
     for name in ("mse", "huber"):
         objective = load_objective(name)
         storage.store_results(storage.version_for(objective), suite,
-                              suite.run_cells(objective, ["clean", "out-0.4"], [0, 1]),
+                              run_cells(suite, objective, ["clean", "out-0.4"], [0, 1]),
                               {"device": "cpu"})
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

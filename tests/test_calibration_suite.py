@@ -16,7 +16,8 @@ import pytest
 
 from harness.contract.registry import get_suite
 from harness.objectives.loading import load_objective
-from harness.sandbox import run_cells_sandboxed
+from harness.runner.inprocess import run_cells
+from harness.runner.sandboxed import run_cells_sandboxed
 from suites.calibration import metrics as cal
 from suites.calibration import pipeline
 from suites.calibration.probabilities import problem
@@ -30,7 +31,7 @@ SINGLE = dataclasses.replace(SUITE, chunk=1)
 
 
 def run(objective, variant="digits", seeds=SEEDS):
-    return SUITE.run_cells(objective, [variant], seeds)
+    return run_cells(SUITE, objective, [variant], seeds)
 
 
 def module(tmp_path, name, source):
@@ -112,8 +113,8 @@ def test_identity_calibrator_equals_the_reference():
 
 def test_temperature_calibrator_matches_the_judges_temperature():
     # both at one chunk size, one member each
-    ce = SINGLE.run_cells(load_objective("ce"), ["synthetic"], [0])[0]
-    ts = SINGLE.run_cells(load_objective("temperature"), ["synthetic"], [0])[0]
+    ce = run_cells(SINGLE, load_objective("ce"), ["synthetic"], [0])[0]
+    ts = run_cells(SINGLE, load_objective("temperature"), ["synthetic"], [0])[0]
     assert ts.metrics["ece"] == pytest.approx(ce.metrics["ece_ts"], abs=1e-4)
 
 
@@ -169,7 +170,7 @@ def test_sandboxed_calibrator_gives_the_in_process_numbers():
     pair = dataclasses.replace(SUITE, chunk=2)  # both runs: two members, two processes
     sandboxed = run_cells_sandboxed(pair, code, "t17.py", {}, ["digits"], SEEDS)
     assert [r.status for r in sandboxed] == ["ok", "ok"], [r.error for r in sandboxed]
-    ce = pair.run_cells(load_objective("ce"), ["digits"], SEEDS)
+    ce = run_cells(pair, load_objective("ce"), ["digits"], SEEDS)
     for s, c in zip(sandboxed, ce, strict=True):
         assert s.metrics["accuracy"] == pytest.approx(c.metrics["accuracy"], abs=1e-9)
         assert s.metrics["ece"] != pytest.approx(c.metrics["ece"], abs=1e-6)
@@ -262,7 +263,7 @@ def test_cifar10_variant_runs_both_tracks_on_fixture_files(tmp_path):
     assert np.bincount(splits.y_val, minlength=10).tolist() == [2] * 10  # stratified
     assert SUITE.variant("cifar10").queue == "gpu" and not SUITE.variant("cifar10").default
     for name in ("ce", "temperature"):  # one ResNet per run, not a chunk of five
-        results = SINGLE.run_cells(load_objective(name), ["cifar10"], [0],
+        results = run_cells(SINGLE, load_objective(name), ["cifar10"], [0],
                                    data_root=str(tmp_path))
         assert [r.status for r in results] == ["ok"], [r.error for r in results]
         assert sum(results[0].curves["bin_count"]) == 30

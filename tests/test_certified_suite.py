@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from harness.contract.registry import get_suite
 from harness.objectives.loading import load_objective
 from harness.report import stats
+from harness.runner.inprocess import run_cells
 from harness.train import Optimizer, Shuffled, TrainConfig, stacked_init, train_members
 from suites.certified import SUITE, bounds
 from suites.certified.data import CIFAR_MEAN, CIFAR_STD, Box, load_dataset
@@ -126,7 +127,7 @@ def test_a_bad_model_declaration_fails_its_cells_clearly(tmp_path):
     path.write_text("def certified_loss(logits, worst_logits, targets):\n"
                     "    return logits.sum()\n"
                     "MODEL = {'batch_norm': 'yes'}\n")
-    cells = SUITE.shortened(1).run_cells(load_objective(str(path)), ["eps-0.1"], [0])
+    cells = run_cells(SUITE.shortened(1), load_objective(str(path)), ["eps-0.1"], [0])
     assert cells[0].status == "failed" and "MODEL['batch_norm']" in cells[0].error
 
 
@@ -135,7 +136,7 @@ def test_a_diverging_objective_is_a_result_not_a_crash(tmp_path):
     path.write_text("def certified_loss(logits, worst_logits, targets, *, progress):\n"
                     "    return worst_logits.logsumexp(-1) * (1.0 if progress < 0.5 else "
                     "float('nan'))\n")
-    cells = SUITE.shortened(2).run_cells(load_objective(str(path)), ["eps-0.05"], [0, 1])
+    cells = run_cells(SUITE.shortened(2), load_objective(str(path)), ["eps-0.05"], [0, 1])
     assert [c.status for c in cells] == ["diverged", "diverged"]
     assert cells[0].diverged_step == 16 and cells[0].metrics == {}
     assert len(cells[0].curves["train_loss"]) == 2
@@ -289,7 +290,7 @@ def test_a_soundness_violation_fails_the_cell_as_a_harness_bug(monkeypatch):
         return margins + 5.0 * (margins != 0)
 
     monkeypatch.setattr(bounds, "crown_margins", inflated)
-    cells = light(SUITE.shortened(2)).run_cells(load_objective("ce"), ["eps-0.05"], [0, 1])
+    cells = run_cells(light(SUITE.shortened(2)), load_objective("ce"), ["eps-0.05"], [0, 1])
     assert [c.status for c in cells] == ["failed", "failed"]
     assert cells[0].error.startswith("harness bug: soundness violated: ")
     assert "CROWN margin lower bound above an attained margin" in cells[0].error
@@ -302,8 +303,8 @@ def test_a_soundness_violation_fails_the_cell_as_a_harness_bug(monkeypatch):
 def short_run():
     suite = light(SUITE.shortened(4))
     curves = light(SUITE.shortened(4), SUITE.settings["eps_grid"])  # the plot curves' cell
-    return {name: (curves if name == "ibp" else suite).run_cells(load_objective(name),
-                                                                 ["eps-0.1"], [0, 1])
+    return {name: run_cells(curves if name == "ibp" else suite, load_objective(name),
+                            ["eps-0.1"], [0, 1])
             for name in (*BASELINES, "gce")}
 
 
@@ -363,8 +364,8 @@ def test_real_data_variants_run_on_fixture_files(tmp_path):
     make_mnist(tmp_path, n_train=24, n_test=2)
     make_cifar10(tmp_path, per_batch=4, n_test=2)
     variants = ["mnist/eps-0.1", "cifar10/eps-8_255"]
-    cells = light(SUITE.shortened(1)).run_cells(load_objective("fast_ibp"), variants, [0, 1],
-                                                data_root=str(tmp_path))
+    cells = run_cells(light(SUITE.shortened(1)), load_objective("fast_ibp"), variants, [0, 1],
+                      data_root=str(tmp_path))
     assert [(c.variant, c.status) for c in cells] == [(v, "ok") for v in variants for _ in "ab"], \
         cells[0].error
     assert all(set(c.metrics) == METRICS for c in cells)
@@ -383,7 +384,7 @@ def test_real_data_variants_run_on_fixture_files(tmp_path):
 
 def _ibp_certifies_where_natural_training_does_not(suite):
     seeds = [0, 1, 2, 3, 4]
-    runs = {n: suite.run_cells(load_objective(n), ["eps-0.1"], seeds) for n in ("ce", "ibp")}
+    runs = {n: run_cells(suite, load_objective(n), ["eps-0.1"], seeds) for n in ("ce", "ibp")}
     verified = {n: np.array([c.metrics["verified_acc"] for c in cells])
                 for n, cells in runs.items()}
     assert verified["ce"].mean() < 0.3 and verified["ibp"].mean() > 0.65

@@ -19,7 +19,8 @@ import pytest
 from harness.contract.registry import get_suite
 from harness.data.digits import digits_split
 from harness.objectives.loading import load_objective
-from harness.sandbox import run_cells_sandboxed
+from harness.runner.inprocess import run_cells
+from harness.runner.sandboxed import run_cells_sandboxed
 
 CHEATS = Path(__file__).resolve().parent / "cheats"
 EPOCHS = 6
@@ -53,7 +54,7 @@ def test_the_order_cheat_works_on_rows_in_the_public_order(tmp_path, ce_sandboxe
     recovers it and trains on clean labels. This is what the secret row order prevents."""
     path = tmp_path / "order_labels.py"
     path.write_text(_code("order_labels"))
-    cheat = _accuracy(SUITE.run_cells(load_objective(str(path)), [VARIANT], SEEDS))
+    cheat = _accuracy(run_cells(SUITE, load_objective(str(path)), [VARIANT], SEEDS))
     assert cheat > ce_sandboxed + 0.05, (cheat, ce_sandboxed)  # 0.92 against 0.84
 
 

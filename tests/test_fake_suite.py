@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.runner.inprocess import run_cells
 from tests.conftest import cli_environment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,7 +155,7 @@ def stored(registered, db):
     for name in ("mse", "huber"):
         objective = load_objective(name)
         version = storage.version_for(objective)
-        results = registered.run_cells(objective, registered.default_variants, [0, 1, 2])
+        results = run_cells(registered, objective, registered.default_variants, [0, 1, 2])
         assert {r.status for r in results} == {"ok"}
         storage.store_results(version, registered, results, ENV)
     return registered

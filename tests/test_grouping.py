@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 
 from harness.contract.chunks import Chunk, chunks, covering, members_trained
-from harness.contract.pipeline import chunk_jobs, run_in_process
 from harness.contract.registry import get_suite, pipeline
 from harness.contract.suite import SuiteError
 from harness.objectives.loading import load_objective
 from harness.runner.environment import torch_threads
-from harness.sandbox import run_cells_sandboxed
+from harness.runner.inprocess import run_cells
+from harness.runner.jobs import chunk_jobs
+from harness.runner.sandboxed import run_cells_sandboxed
 
 SUITE = get_suite("noisy-labels").shortened(3)
 VARIANT = "sym-0.4"
@@ -77,9 +78,9 @@ def _cell(results, cell=CELL):
 
 def test_a_cli_run_a_worker_task_and_a_rerun_of_one_seed_give_the_same_cell():
     gce = load_objective("gce")
-    cli = run_in_process(SUITE, gce, [SUITE.variant(v) for v in CLI_VARIANTS], [0, 1])
-    task = run_in_process(SUITE, gce, [SUITE.variant(VARIANT)], list(range(5)))
-    rerun = run_in_process(SUITE, gce, [SUITE.variant(VARIANT)], [1])
+    cli = run_cells(SUITE, gce, CLI_VARIANTS, [0, 1])
+    task = run_cells(SUITE, gce, [VARIANT], list(range(5)))
+    rerun = run_cells(SUITE, gce, [VARIANT], [1])
     assert len(cli) == 4 and len(task) == 5  # the cells asked for, no more
     assert [(r.variant, r.seed) for r in rerun] == [(VARIANT, 1)]  # its chunk's others dropped
     for seed in (0, 1):

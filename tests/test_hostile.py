@@ -76,13 +76,8 @@ import torch
 from harness.contract.registry import get_suite
 from harness.contract.suite import REASONS, CellResult
 from harness.data import data_root
-from harness.sandbox import (
-    Limits,
-    SandboxUnavailable,
-    isolation_support,
-    remote,
-    run_cells_sandboxed,
-)
+from harness.runner.sandboxed import run_cells_sandboxed
+from harness.sandbox import Limits, SandboxUnavailable, isolation_support, remote
 from harness.sandbox.guard import MARKER
 from suites.noisy_labels import pipeline as protocol
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.contract.registry import get_suite
 from harness.contract.suite import CellResult
 from harness.data import fixtures
-from harness.sandbox import run_cells_sandboxed
+from harness.runner.sandboxed import run_cells_sandboxed
 from tests.test_hostile import needs_kernel
 
 HOSTILE = Path(__file__).parent / "hostile_tta"

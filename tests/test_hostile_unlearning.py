@@ -14,7 +14,7 @@ import pytest
 
 from harness.contract.suite import CellResult
 from harness.data import fixtures
-from harness.sandbox import run_cells_sandboxed
+from harness.runner.sandboxed import run_cells_sandboxed
 from tests.test_hostile import needs_kernel
 from tests.test_unlearning_suite import TOFU
 

@@ -11,6 +11,7 @@ import pytest
 from harness.contract.registry import get_suite
 from harness.objectives.loading import load_objective
 from harness.report import stats
+from harness.runner.inprocess import run_cells
 
 SUITE = get_suite("noisy-labels")
 SEEDS = [0, 1, 2, 3, 4]
@@ -21,7 +22,7 @@ SMALL_SEEDS = [0, 1]
 
 
 def _sym04(suite, seeds):
-    return {name: suite.run_cells(load_objective(name), ["sym-0.4"], seeds)
+    return {name: run_cells(suite, load_objective(name), ["sym-0.4"], seeds)
             for name in ("ce", "gce")}
 
 
@@ -97,7 +98,7 @@ def test_classification_loss_from_a_file_runs_on_the_suite(tmp_path):
                     "def classification_loss(logits, targets, *, t: float = 2.0):\n"
                     "    return F.cross_entropy(logits / t, targets, reduction='none')\n")
     suite = SUITE.shortened(2)
-    cells = suite.run_cells(load_objective(str(path)), ["clean", "asym-0.2"], [0, 1])
+    cells = run_cells(suite, load_objective(str(path)), ["clean", "asym-0.2"], [0, 1])
     assert [(c.variant, c.seed, c.status) for c in cells] == [
         ("clean", 0, "ok"), ("clean", 1, "ok"), ("asym-0.2", 0, "ok"), ("asym-0.2", 1, "ok")]
     assert all(0.0 <= c.metrics["test_acc"] <= 1.0 for c in cells)
@@ -108,7 +109,7 @@ def test_a_failing_objective_fails_its_cells_with_the_users_traceback(tmp_path):
     path = tmp_path / "bad_loss.py"
     path.write_text("def classification_loss(logits, targets):\n"
                     "    return logits.softmax(-1).undefined_method()\n")
-    cells = SUITE.shortened(1).run_cells(load_objective(str(path)), ["clean"], [0, 1])
+    cells = run_cells(SUITE.shortened(1), load_objective(str(path)), ["clean"], [0, 1])
     assert [c.status for c in cells] == ["failed", "failed"]
     assert "AttributeError" in cells[0].error
     assert "undefined_method()" in cells[0].error
@@ -136,7 +137,7 @@ def test_real_data_variants_run_end_to_end_on_fixture_files(tmp_path):
     human = make_cifar10n(tmp_path / "CIFAR-10_human.pt", n=20)
     suite = SUITE.shortened(1)
     variants = ["mnist/sym-0.4", "cifar10/sym-0.4", "cifar10n/worst"]
-    cells = suite.run_cells(load_objective("ce"), variants, [0, 1], data_root=str(tmp_path))
+    cells = run_cells(suite, load_objective("ce"), variants, [0, 1], data_root=str(tmp_path))
     assert [(c.variant, c.status) for c in cells] == [(v, "ok") for v in variants for _ in "ab"]
     by_variant = {c.variant: c for c in cells}
     assert by_variant["mnist/sym-0.4"].metrics["noise_rate"] == pytest.approx(
@@ -153,5 +154,5 @@ def test_missing_real_data_says_where_to_put_it(tmp_path):
     from harness.data.real import DatasetMissing
 
     with pytest.raises(DatasetMissing, match="--download"):
-        SUITE.shortened(1).run_cells(load_objective("ce"), ["mnist/sym-0.4"], [0],
+        run_cells(SUITE.shortened(1), load_objective("ce"), ["mnist/sym-0.4"], [0],
                                      data_root=str(tmp_path))

@@ -17,7 +17,9 @@ from harness import sandbox
 from harness.contract import registry
 from harness.contract.registry import get_suite
 from harness.objectives.loading import load_objective
-from harness.sandbox import Limits, remote, run_cells_sandboxed
+from harness.runner.inprocess import run_cells
+from harness.runner.sandboxed import run_cells_sandboxed
+from harness.sandbox import Limits, remote
 from harness.sandbox import process as sandbox_process
 
 NOISY = get_suite("noisy-labels").shortened(2)
@@ -47,7 +49,7 @@ def _code(name: str) -> str:
 def test_sandboxed_noisy_labels_equal_the_in_process_run():
     variants, seeds = ["sym-0.4", "asym-0.4"], [0, 1]
     inside = run_cells_sandboxed(NOISY, _code("gce"), "gce_copy.py", {"q": 0.5}, variants, seeds)
-    trusted = NOISY.run_cells(load_objective(str(_path("gce")), {"q": 0.5}), variants,
+    trusted = run_cells(NOISY, load_objective(str(_path("gce")), {"q": 0.5}), variants,
                               seeds)
     assert [(r.variant, r.seed, r.status) for r in inside] == \
         [(r.variant, r.seed, "ok") for r in trusted]
@@ -61,7 +63,7 @@ def test_sandboxed_noisy_labels_equal_the_in_process_run():
 def test_sandboxed_certified_equals_the_in_process_run():
     inside = run_cells_sandboxed(CERTIFIED, _code("ibp"), "ibp_copy.py", {}, ["eps-0.1"],
                                  [0, 1])
-    trusted = CERTIFIED.run_cells(load_objective(str(_path("ibp"))), ["eps-0.1"], [0, 1])
+    trusted = run_cells(CERTIFIED, load_objective(str(_path("ibp"))), ["eps-0.1"], [0, 1])
     for a, b in zip(inside, trusted, strict=True):
         assert a.status == b.status == "ok"
         _assert_close(a, b)
@@ -83,7 +85,7 @@ def test_stateful_and_lazy_context_hooks_equal_the_in_process_run(name):
     suite = NOISY if name == "aldr_kl" else CERTIFIED
     variant = "sym-0.4" if name == "aldr_kl" else "eps-0.1"
     inside = run_cells_sandboxed(suite, _code(name), f"{name}_copy.py", {}, [variant], [0, 1])
-    trusted = suite.run_cells(load_objective(str(_path(name))), [variant], [0, 1])
+    trusted = run_cells(suite, load_objective(str(_path(name))), [variant], [0, 1])
     for a, b in zip(inside, trusted, strict=True):
         assert (a.status, b.status) == ("ok", "ok"), a.error
         _assert_close(a, b)

@@ -48,7 +48,7 @@ def make_cells(version, variants=("clean",), seeds=(0, 1), suite_version=SHORT, 
             for v in variants for s in seeds]
 
 
-def group_of(cells) -> work.Group:
+def group_of(cells) -> work.QueuedGroup:
     (group,) = work.groups(Cell.objects.filter(pk__in=[c.pk for c in cells]))
     return group
 
@@ -131,8 +131,8 @@ def test_torch_threads_share_the_cores_between_pool_processes(monkeypatch):
 
 
 def test_gpu_variants_go_to_the_gpu_queue_and_digits_to_cpu(version, sent):
-    cpu = work.Group(version.pk, "noisy-labels", "1.0", ("clean",), (0, 1))
-    gpu = work.Group(version.pk, "noisy-labels", "1.0", ("mnist/sym-0.4",), (0,))
+    cpu = work.QueuedGroup(version.pk, "noisy-labels", "1.0", ("clean",), (0, 1))
+    gpu = work.QueuedGroup(version.pk, "noisy-labels", "1.0", ("mnist/sym-0.4",), (0,))
     assert dispatch.route(cpu)["queue"] == "cpu"
     assert dispatch.route(gpu)["queue"] == "gpu"
     make_cells(version, variants=("clean", "mnist/sym-0.4"), seeds=(0,), suite_version="1.0")
@@ -147,7 +147,7 @@ def test_time_limits_come_from_the_suite_resources(monkeypatch, version):
     wall = SUITE.resources.wall_seconds(3)
     assert wall == 120 + 10 * 3
     assert limits.time_limits(SUITE.resources, 3) == (wall + 30, wall + 60)
-    route = dispatch.route(work.Group(version.pk, "noisy-labels", "1.0", ("clean",),
+    route = dispatch.route(work.QueuedGroup(version.pk, "noisy-labels", "1.0", ("clean",),
                                         (0, 1, 2)))
     whole = SUITE.resources.wall_seconds(5)  # 3 seeds train their whole chunk of 5
     assert (route["soft_time_limit"], route["time_limit"]) == (whole + 30, whole + 60)
@@ -178,12 +178,12 @@ def test_groups_are_one_variant_with_its_seeds_or_merged_by_seed_set(version):
     make_cells(version, variants=("asym-0.4",), seeds=(0,))
     cells = Cell.objects.all()
     assert work.groups(cells) == [
-        work.Group(version.pk, "noisy-labels", SHORT, ("asym-0.4",), (0,)),
-        work.Group(version.pk, "noisy-labels", SHORT, ("clean",), (0, 1)),
-        work.Group(version.pk, "noisy-labels", SHORT, ("sym-0.4",), (0, 1))]
+        work.QueuedGroup(version.pk, "noisy-labels", SHORT, ("asym-0.4",), (0,)),
+        work.QueuedGroup(version.pk, "noisy-labels", SHORT, ("clean",), (0, 1)),
+        work.QueuedGroup(version.pk, "noisy-labels", SHORT, ("sym-0.4",), (0, 1))]
     assert work.groups(cells, per_variant=False) == [
-        work.Group(version.pk, "noisy-labels", SHORT, ("asym-0.4",), (0,)),
-        work.Group(version.pk, "noisy-labels", SHORT, ("clean", "sym-0.4"), (0, 1))]
+        work.QueuedGroup(version.pk, "noisy-labels", SHORT, ("asym-0.4",), (0,)),
+        work.QueuedGroup(version.pk, "noisy-labels", SHORT, ("clean", "sym-0.4"), (0, 1))]
 
 
 def test_enqueue_sends_each_queued_group_once_and_stamps_it(version, sent, client):

@@ -433,9 +433,9 @@ def test_the_cifar10c_variant_runs_end_to_end_on_fixture_files(tmp_path: Path,
     """CIFAR-10's pickles and CIFAR-10-C's .npy files under one data root: the harness
     trains the BN-CNN source model as a fixture (once), streams the 15 corruptions at
     severity 5 in the continual scenario and judges every cell."""
-    from harness.contract.pipeline import prepare_fixtures
     from harness.contract.registry import get_suite, pipeline
     from harness.objectives.loading import load_objective
+    from harness.runner.jobs import prepare_fixtures
     from tests.test_real_data import make_cifar10
 
     monkeypatch.setenv("HARNESS_FIXTURES", str(tmp_path / "fixtures"))
@@ -464,8 +464,8 @@ def test_the_cifar10c_variant_runs_end_to_end_on_fixture_files(tmp_path: Path,
 
 def test_the_cifar10c_variant_says_what_is_missing(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch):
-    from harness.contract.pipeline import prepare_fixtures
     from harness.contract.registry import get_suite
+    from harness.runner.jobs import prepare_fixtures
 
     monkeypatch.setenv("HARNESS_FIXTURES", str(tmp_path / "fixtures"))
     suite = get_suite("tta")

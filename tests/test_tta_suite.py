@@ -19,7 +19,8 @@ from harness.contract.pipeline import InvalidOutput, TrainOutput
 from harness.contract.registry import get_suite, pipeline
 from harness.data import fixtures
 from harness.objectives.loading import ObjectiveError, load_objective
-from harness.sandbox import run_cells_sandboxed
+from harness.runner.inprocess import run_cells
+from harness.runner.sandboxed import run_cells_sandboxed
 from tests.conftest import cli_environment
 
 SUITE = get_suite("tta")
@@ -35,11 +36,11 @@ _CELLS: dict[tuple[str, str, int], object] = {}
 
 def run(objective, variant="iid", seeds=SEEDS):
     if not isinstance(objective, str):
-        return SUITE.run_cells(objective, [variant], seeds)
+        return run_cells(SUITE, objective, [variant], seeds)
     missing = [s for s in seeds if (objective, variant, s) not in _CELLS]
     if missing:
         every = [s for c in chunks.covering(variant, missing, SUITE.chunk) for s in c.seeds]
-        for r in SUITE.run_cells(load_objective(objective), [variant], every):
+        for r in run_cells(SUITE, load_objective(objective), [variant], every):
             _CELLS[objective, variant, r.seed] = r
     return [copy.deepcopy(_CELLS[objective, variant, s]) for s in seeds]
 
@@ -251,7 +252,7 @@ def test_the_sandbox_gives_the_in_process_numbers(name):
 
     code = builtins()[name].path.read_text()
     sandboxed = run_cells_sandboxed(PAIR, code, f"{name}.py", {}, ["iid"], [0, 1])
-    local = PAIR.run_cells(load_objective(name), ["iid"], [0, 1])
+    local = run_cells(PAIR, load_objective(name), ["iid"], [0, 1])
     for a, b in zip(sandboxed, local, strict=True):
         assert a.status == b.status == "ok", (a.status, a.error)
         assert a.metrics["online_error"] == pytest.approx(b.metrics["online_error"], abs=2e-3)

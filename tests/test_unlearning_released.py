@@ -21,6 +21,7 @@ import torch
 from harness.contract.registry import get_suite
 from harness.data.real import DatasetMissing
 from harness.objectives.loading import load_objective
+from harness.runner.inprocess import run_cells
 from suites.unlearning import corpus as cp
 from suites.unlearning import evaluate as ev
 from suites.unlearning import pretrained, released
@@ -116,7 +117,7 @@ def short(name: str, **config):
 
 
 def run(suite, objective: str, variant: str, root: Path, seeds=(0,)):
-    results = suite.run_cells(load_objective(objective), [variant], list(seeds),
+    results = run_cells(suite, load_objective(objective), [variant], list(seeds),
                               data_root=str(root))
     assert all(r.status == "ok" for r in results), [(r.status, r.error) for r in results]
     return results
@@ -329,7 +330,7 @@ def test_a_retain_model_of_another_architecture_is_refused(root, tmp_path):
     shutil.copytree(root / "unlearning", tmp_path / "unlearning", dirs_exist_ok=True)
     suite = short("unlearning-tofu", retain="unlearning/other")
     with pytest.raises(ValueError, match="not the target's architecture"):
-        suite.run_cells(load_objective("target"), ["tofu/forget10"], [0],
+        run_cells(suite, load_objective("target"), ["tofu/forget10"], [0],
                         data_root=str(tmp_path))
 
 
@@ -340,10 +341,10 @@ def test_download_is_asked_for_only_with_the_flag(root, tmp_path, monkeypatch):
             "tofu" if dataset else "tofu-target"), folder))
     suite = short("unlearning-tofu")
     with pytest.raises(DatasetMissing):
-        suite.run_cells(load_objective("target"), ["tofu/forget10"], [0],
+        run_cells(suite, load_objective("target"), ["tofu/forget10"], [0],
                         data_root=str(tmp_path))
     assert calls == []
-    results = suite.run_cells(load_objective("target"), ["tofu/forget10"], [0],
+    results = run_cells(suite, load_objective("target"), ["tofu/forget10"], [0],
                               data_root=str(tmp_path), download=True)
     assert [r.status for r in results] == ["ok"]
     assert calls == [("locuslab/TOFU", True),
@@ -371,7 +372,7 @@ def unlearning_loss(forget, retain):
 def test_a_sandboxed_loss_cannot_read_the_released_retain_model(root):
     """The real mode's retain model sits in the data root on the worker's disk: outside
     the sandbox's reach, as the mini mode's fixture cache is."""
-    from harness.sandbox import run_cells_sandboxed
+    from harness.runner.sandboxed import run_cells_sandboxed
 
     folder = root / "unlearning" / "tofu-retain90"
     (r,) = run_cells_sandboxed(short("unlearning-tofu"),
@@ -384,7 +385,7 @@ def test_a_sandboxed_loss_cannot_read_the_released_retain_model(root):
 def test_a_sandboxed_loss_trains_a_real_model_as_in_process(root):
     """The loss served from the sandbox gives the in-process numbers on a transformers
     model (the hook sees the same LMBatch tensors)."""
-    from harness.sandbox import run_cells_sandboxed
+    from harness.runner.sandboxed import run_cells_sandboxed
 
     suite = short("unlearning-tofu")
     code = (Path(__file__).parents[1] / "suites" / "unlearning_tofu" / "baselines"
@@ -400,7 +401,7 @@ def test_a_sandboxed_loss_trains_a_real_model_as_in_process(root):
 def test_the_judge_evaluates_on_the_device_the_cells_trained_on(root, monkeypatch):
     """A real model is evaluated where it trained (a GPU worker's judge must not decode a
     1B model on the CPU): both runners hand their device to the judge."""
-    from harness.sandbox import run_cells_sandboxed
+    from harness.runner.sandboxed import run_cells_sandboxed
     from suites.unlearning.pipeline import Unlearning
 
     seen = []
@@ -412,7 +413,7 @@ def test_the_judge_evaluates_on_the_device_the_cells_trained_on(root, monkeypatc
 
     monkeypatch.setattr(Unlearning, "judge", spy)
     suite = short("unlearning-tofu")
-    suite.run_cells(load_objective("target"), ["tofu/forget10"], [0], data_root=str(root),
+    run_cells(suite, load_objective("target"), ["tofu/forget10"], [0], data_root=str(root),
                     device="cpu")
     code = "def unlearning_loss(forget, retain):\n    return forget.seq_logprobs.mean() * 0\n"
     run_cells_sandboxed(suite, code, "zero.py", {}, ["tofu/forget10"], [0], device="cpu",

@@ -16,7 +16,8 @@ from harness.contract.registry import get_suite
 from harness.data import fixtures
 from harness.objectives.loading import ObjectiveError, load_objective
 from harness.objectives.validate import validate
-from harness.sandbox import run_cells_sandboxed
+from harness.runner.inprocess import run_cells
+from harness.runner.sandboxed import run_cells_sandboxed
 from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
 from suites.unlearning.fixtures import codec, corpus, model_config, params_of
@@ -43,7 +44,7 @@ TOFU, MUSE = short("unlearning-tofu"), short("unlearning-muse")
 def run(suite, objective, variant, seeds=(0,)):
     if isinstance(objective, str):
         objective = load_objective(objective)
-    return suite.run_cells(objective, [variant], list(seeds))
+    return run_cells(suite, objective, [variant], list(seeds))
 
 
 @functools.cache

@@ -15,17 +15,16 @@ A suite's :class:`Pipeline` (named by ``Suite.pipeline``) has
   metric. ``output.info`` is untrusted too: the sandbox keeps only the fields the suite
   declares in ``Suite.train_info``, and the judge checks their values.
 
-:func:`run_in_process` chains the three in one process (the CLI, built-in baselines);
-the sandbox (:mod:`harness.sandbox`) runs ``train`` in an isolated child instead.
+Declarations only: :mod:`harness.runner` chains the three (in one process for the CLI and
+built-in baselines; with the loss served from the sandbox for submissions).
 See ``docs/suite-contract.md``.
 """
 
 from __future__ import annotations
 
 import errno
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +33,6 @@ from harness.contract.suite import CellResult, Suite, Variant
 if TYPE_CHECKING:
     import numpy as np
 
-    from harness.contract.chunks import Chunk
     from harness.objectives.loading import Objective
 
 MEMORY_MESSAGES = ("can't allocate memory", "not enough memory", "out of memory",
@@ -88,47 +86,9 @@ class Pipeline(ABC):
     def fixtures(self, suite: Suite, variants: list[Variant],
                  seeds: list[int]) -> list[tuple[str, int | None, dict[str, Any] | None]]:
         """The fixture entries ``prepare`` loads (name, seed, extra config), for
-        :func:`prepare_fixtures` to build before any job starts; none by default."""
+        :func:`harness.runner.jobs.prepare_fixtures` to build before any job starts; none by
+        default."""
         return []
-
-
-def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
-                     data_root: str | None = None, download: bool = False) -> str:
-    """Build (or find) every fixture the cells' chunks need (the seeds asked for and their
-    chunks' other seeds: :mod:`harness.contract.chunks`), once, before workers start: a summary
-    such as ``"6 reused, 0 built"`` ('' for a suite without fixtures). ``data_root`` and
-    ``download`` reach the builders (where a real data set is), not the keys."""
-    from harness.contract.chunks import chunks
-    from harness.contract.registry import pipeline
-    from harness.data import fixtures
-
-    steps, by_name = pipeline(suite), {v.name: v for v in variants}
-    needed: list[tuple[str, int | None, dict[str, Any] | None]] = []
-    for chunk in chunks(suite, by_name, seeds):  # a chunk's every seed trains
-        needed += [e for e in steps.fixtures(suite, [by_name[chunk.variant]], chunk.seeds)
-                   if e not in needed]
-    if not needed:
-        return ""
-    ledger = fixtures.Ledger()
-    where = {"data_root": data_root, "download": download}
-    for name, seed, config in needed:
-        fixtures.load(suite, name, seed, config, ledger=ledger, where=where)
-    return ledger.summary()
-
-
-def train_safely(pipeline: Pipeline, suite: Suite, objective: Objective,
-                 inputs: Mapping[str, Any], plan: Mapping[str, Any],
-                 **options: Any) -> TrainOutput:
-    """``pipeline.train``, with an objective failure turned into an output instead of raising."""
-    from harness.objectives.loading import user_traceback
-    from harness.train import ObjectiveRuntimeError
-
-    try:
-        return pipeline.train(suite, objective, dict(inputs), dict(plan), **options)
-    except ObjectiveRuntimeError as exc:
-        cause = exc.__cause__ or exc
-        message = f"{exc}\n{user_traceback(cause, objective.path)}".rstrip()
-        return TrainOutput(error=message, reason=failure_reason(cause))
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -146,82 +106,3 @@ def failure_reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
         return "disk"
     return "objective"
-
-
-def failed(job: Job, error: str, reason: str = "objective", status: str = "failed",
-           wall_time: float = 0.0) -> list[CellResult]:
-    """Every member of ``job`` ended without a result, for the same reason."""
-    per_cell = wall_time / max(len(job.members), 1)
-    return [CellResult(v, s, status, error=error, reason=reason or "objective",
-                       wall_time=per_cell) for v, s in job.members]
-
-
-def chunk_jobs(steps: Pipeline, suite: Suite, variants: list[Variant], seeds: list[int], *,
-               data_root: str | None = None,
-               download: bool = False) -> Iterator[tuple[Chunk, Job]]:
-    """The jobs training ``variants × seeds``: each canonical chunk covering them
-    (:mod:`harness.contract.chunks`) prepared on its own, one at a time, so that a cell trains with
-    the same members in the same places however many cells were asked for."""
-    from harness.contract.chunks import chunks
-
-    by_name = {v.name: v for v in variants}
-    for chunk in chunks(suite, by_name, seeds):
-        for job in steps.prepare(suite, [by_name[chunk.variant]], chunk.seeds,
-                                 data_root=data_root, download=download):
-            yield chunk, job
-
-
-def asked(chunk: Chunk, results: list[CellResult]) -> list[CellResult]:
-    """The results of the cells asked for; the chunk's other seeds trained only to keep
-    its shape."""
-    return [r for r in results if r.variant == chunk.variant and r.seed in chunk.wanted]
-
-
-def share_of(chunk: Chunk, job: Job,
-             progress: Callable[[float], None] | None) -> Callable[[float], None] | None:
-    """``progress`` counting only the cells asked for (the trainer reports all members)."""
-    if progress is None:
-        return None
-    part = sum(1 for v, s in job.members if v == chunk.variant and s in chunk.wanted)
-    scale = part / max(len(job.members), 1)
-    return lambda cells: progress(cells * scale)
-
-
-def run_in_process(suite: Suite, objective: Objective, variants: list[Variant],
-                   seeds: list[int], *, data_root: str | None = None, download: bool = False,
-                   progress: Callable[[float], None] | None = None,
-                   **options: Any) -> list[CellResult]:
-    """prepare → train → judge in this process (trusted objectives only), chunk by chunk."""
-    from harness.contract.registry import pipeline
-
-    steps = pipeline(suite)
-    results: list[CellResult] = []
-    for chunk, job in chunk_jobs(steps, suite, variants, seeds, data_root=data_root,
-                                 download=download):
-        start = time.monotonic()
-        output = train_safely(steps, suite, objective, job.inputs, job.plan,
-                              progress=share_of(chunk, job, progress), **options)
-        if output.error:
-            judged = failed(job, output.error, output.reason)
-        else:
-            try:
-                judged = steps.judge(suite, job, output, device=options.get("device", "cpu"))
-            except InvalidOutput as exc:  # e.g. a post-hoc hook's output the judge refuses
-                judged = failed(job, str(exc), "invalid-output")
-        results += grouped(job, asked(chunk, judged), time.monotonic() - start, chunk)
-    return results
-
-
-def grouped(job: Job, results: list[CellResult], seconds: float,
-            chunk: Chunk) -> list[CellResult]:
-    """``results`` recording the group they trained in: its chunk, how many members and the
-    torch threads that trained them (docs/reproducibility.md), and its wall time, trained
-    and judged together (a cell's ``wall_time`` is its share: the group's over its
-    members)."""
-    import torch
-
-    for r in results:
-        r.info = {**r.info, "group_members": len(job.members),
-                  "group_seconds": round(seconds, 3), "chunk": chunk.record(),
-                  "torch_threads": torch.get_num_threads()}
-    return results

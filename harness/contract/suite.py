@@ -460,13 +460,6 @@ class Suite:
     def base_version(self) -> str:
         return self.version.split("+")[0]
 
-    def run_cells(self, objective: Any, variants: list[str], seeds: list[int],
-                  **options: Any) -> list[Any]:
-        """Train and judge every (variant, seed) cell for one objective, in this process."""
-        from harness.contract.pipeline import run_in_process
-
-        return run_in_process(self, objective, [self.variant(v) for v in variants], seeds,
-                              **options)
 
 
 def _check(s: Suite) -> None:

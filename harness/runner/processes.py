@@ -20,37 +20,12 @@ import signal
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass
 from typing import Any
 
 from harness.contract.suite import CellResult
+from harness.runner.group import Group, run_group
 
 PRELOAD = ["torch", "numpy", "harness.train", "harness.contract.registry"]
-
-
-@dataclass(frozen=True)
-class LocalGroup:
-    """Cells of one objective trained together: some variants × seeds of one suite version.
-
-    ``objective`` is what :func:`harness.objectives.loading.load_objective` takes (a file,
-    a built-in name, a dotted module); ``sandboxed`` trains it as the server's workers do:
-    a file, whose text is ``source`` (read from it when empty), is then never imported
-    outside the sandbox, and ``overrides`` are its hyperparameters.
-    """
-
-    objective: str
-    suite: str
-    suite_version: str
-    variants: tuple[str, ...]
-    seeds: tuple[int, ...]
-    overrides: tuple[tuple[str, Any], ...] = ()
-    sandboxed: bool = False
-    source: str = ""
-    row_secret: str = ""  # the version's row-order key from a server (sandboxed only)
-
-    @property
-    def cells(self) -> int:
-        return len(self.variants) * len(self.seeds)
 
 
 def default_workers() -> int:
@@ -66,9 +41,9 @@ def threads_per_worker() -> int:
     return max(1, int(value)) if value else 1
 
 
-def run_groups(groups: list[LocalGroup], *, workers: int, options: Mapping[str, Any],
-               on_progress: Callable[[LocalGroup, float], None],
-               on_done: Callable[[LocalGroup, list[CellResult]], None]) -> None:
+def run_groups(groups: list[Group], *, workers: int, options: Mapping[str, Any],
+               on_progress: Callable[[Group, float], None],
+               on_done: Callable[[Group, list[CellResult]], None]) -> None:
     """Run every group; ``on_done`` (in this process, as each finishes) receives its results
     and ``on_progress`` the cells done since the last call. Ctrl-C kills the workers: groups
     already done stay done, the others are discarded whole."""
@@ -78,7 +53,8 @@ def run_groups(groups: list[LocalGroup], *, workers: int, options: Mapping[str, 
 
         torch.set_num_threads(threads)
         for group in groups:
-            on_done(group, run_group(group, options, lambda cells, g=group: on_progress(g, cells)))
+            on_done(group, run_group(group, threads=threads, progress=lambda cells, g=group:
+                                           on_progress(g, cells), **options))
         return
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
@@ -118,35 +94,6 @@ def run_groups(groups: list[LocalGroup], *, workers: int, options: Mapping[str, 
         listener.join(timeout=5)
 
 
-def run_group(group: LocalGroup, options: Mapping[str, Any],
-              progress: Callable[[float], None]) -> list[CellResult]:
-    """Train and judge one group here: in-process, or in the sandbox for ``sandboxed``
-    (where the objective is loaded and run in the sandboxed child only: this process reads
-    its text and imports nothing of it)."""
-    from harness.contract.registry import suite_at
-    from harness.objectives.loading import load_objective
-
-    suite = suite_at(group.suite, group.suite_version)
-    if group.sandboxed:
-        from pathlib import Path
-
-        from harness.objectives.loading import read_source
-        from harness.sandbox import run_cells_sandboxed
-
-        path = Path(group.objective)
-        results = run_cells_sandboxed(
-            suite, group.source or read_source(path), path.name or "objective.py",
-            dict(group.overrides), list(group.variants), list(group.seeds),
-            threads=threads_per_worker(), device=options.get("device", "cpu"),
-            data_root=options.get("data_root"),
-            row_secret=group.row_secret.encode() or None)
-        progress(group.cells)
-        return results
-    objective = load_objective(group.objective, dict(group.overrides) or None)
-    return suite.run_cells(objective, list(group.variants), list(group.seeds),
-                           progress=progress, **options)
-
-
 _MESSAGES: Any = None
 
 
@@ -161,8 +108,9 @@ def _start_worker(messages: Any, threads: int, parent: int) -> None:
     messages.put(("pid", os.getpid(), 0))
 
 
-def _worker_group(index: int, group: LocalGroup, options: dict[str, Any]) -> list[CellResult]:
-    return run_group(group, options, lambda cells: _MESSAGES.put(("progress", index, cells)))
+def _worker_group(index: int, group: Group, options: dict[str, Any]) -> list[CellResult]:
+    return run_group(group, threads=threads_per_worker(),
+                     progress=lambda cells: _MESSAGES.put(("progress", index, cells)), **options)
 
 
 def _exit_with(parent: int) -> None:

@@ -2,7 +2,8 @@
 
 The entry points are re-exported lazily: the sandboxed child itself starts as
 ``python -I -m harness.sandbox.child``, which imports this package first, and must not
-pull in the trainer-side modules (registry, pipelines) that :mod:`harness.sandbox.runs` needs.
+pull in the trainer-side modules (registry, pipelines) that :mod:`harness.sandbox.validation` needs.
+Training with the loss served from here is :mod:`harness.runner.sandboxed`.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "run_cells_sandboxed": "harness.sandbox.runs",
-    "validate_sandboxed": "harness.sandbox.runs",
-    "VALIDATION_LIMITS": "harness.sandbox.runs",
+    "validate_sandboxed": "harness.sandbox.validation",
+    "VALIDATION_LIMITS": "harness.sandbox.validation",
     "SandboxUnavailable": "harness.sandbox.launch",
+    "isolation_support": "harness.sandbox.launch",
     "Limits": "harness.sandbox.process",
 }
 __all__ = sorted(_EXPORTS)

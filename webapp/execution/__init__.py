@@ -10,5 +10,5 @@
 - :mod:`~webapp.execution.status`: what the run status page and ``status.json`` show.
 
 Built-in baselines train in the worker's process; a submitted objective only ever trains
-through :func:`harness.sandbox.run_cells_sandboxed`, never here.
+through :func:`harness.runner.sandboxed.run_cells_sandboxed`, never here.
 """

@@ -1,6 +1,6 @@
 """Cells trained together, and one worker's go at them.
 
-A :class:`Group` is one objective version and suite version, some variants × seeds, so
+A :class:`QueuedGroup` is one objective version and suite version, some variants × seeds, so
 that the suite seed-batches them. A :class:`GroupRun` claims the group's cells
 (:func:`webapp.storage.claim`), trains them while beating their heartbeat, and stores
 them through :func:`webapp.storage.store_results`, every write fenced by the claim.
@@ -14,11 +14,13 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.db.models import Q
 
 from harness.contract.registry import suite_at
 from harness.contract.suite import CellResult, Suite
+from harness.runner.group import Group, run_group
 from webapp import storage, verification
 from webapp.execution.database import DB_ERRORS, retry_db
 from webapp.execution.heartbeat import Heartbeat
@@ -37,7 +39,7 @@ class InfrastructureError(Exception):
 
 
 @dataclass(frozen=True)
-class Group:
+class QueuedGroup:
     """Cells trained together: one objective version and suite (version), variants × seeds.
 
     A Celery task takes one variant's seeds (the unit spread over workers); the thread
@@ -57,7 +59,7 @@ class Group:
                  variant__in=list(self.variants), seed__in=list(self.seeds))
 
 
-def groups(cells, *, per_variant: bool = True) -> list[Group]:
+def groups(cells, *, per_variant: bool = True) -> list[QueuedGroup]:
     """Groups covering ``cells`` (a queryset), in a stable order: one per variant, or with
     ``per_variant=False`` one per set of variants sharing the same seeds."""
     by_variant: dict[tuple[int, str, str, str], list[int]] = {}
@@ -70,7 +72,7 @@ def groups(cells, *, per_variant: bool = True) -> list[Group]:
         seeds_key = tuple(sorted(set(seeds)))
         key = (version_id, suite, suite_version, variant if per_variant else None, seeds_key)
         merged.setdefault(key, []).append(variant)
-    return [Group(version_id, suite, suite_version, tuple(variants), seeds)
+    return [QueuedGroup(version_id, suite, suite_version, tuple(variants), seeds)
             for (version_id, suite, suite_version, _, seeds), variants in merged.items()]
 
 
@@ -81,7 +83,7 @@ class GroupRun:
     that lost its cells (the reaper gave them away) can no longer write them.
     """
 
-    def __init__(self, group: Group, worker: str, held: Mapping[int, int] | None = None):
+    def __init__(self, group: QueuedGroup, worker: str, held: Mapping[int, int] | None = None):
         self.group, self.worker = group, worker
         self.claimed: storage.Claim = {int(k): int(v) for k, v in (held or {}).items()}
         self._version: ObjectiveVersion | None = None
@@ -114,23 +116,35 @@ class GroupRun:
         return sorted({v for v, _ in pairs}), sorted({s for _, s in pairs})
 
     def execute(self, *, device: str | None = None) -> list[CellResult]:
-        """Train and judge the claimed cells while beating their heartbeat."""
+        """Train and judge the claimed cells while beating their heartbeat: a built-in
+        baseline in this process (trusted), a submission with its loss in the sandbox."""
         variants, seeds = self.members()
         version = self.version
         device = device or device_for(self.suite, variants)
         with Heartbeat(self.claimed, cells=len(variants) * len(seeds)) as beat:
-            if version.objective.is_builtin:  # trusted baselines: in this process
+            if version.objective.is_builtin:
                 beat.start_thread()
                 with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
-                    objective = load_stored(version, Path(tmp))
-                    options = {} if device == "cpu" else {"device": device}
-                    results = self.suite.run_cells(objective, variants, seeds,
-                                                   progress=beat.advance, **options)
+                    path = Path(tmp) / code_filename(version.objective.slug)
+                    path.write_text(version.code, encoding="utf-8")
+                    results = run_group(self._to_run(str(path), variants, seeds),
+                                        device=device, threads=torch_threads(),
+                                        progress=beat.advance)
                     for r in results:
                         r.error = scrub_paths(scrub_paths(r.error, Path(tmp).resolve()), tmp)
             else:
-                results = _sandboxed(self.suite, version, variants, seeds, device, beat)
+                group = self._to_run(code_filename(version.objective.slug), variants, seeds,
+                                     sandboxed=True, source=version.code)
+                results = _sandboxed(group, device, beat)
         return results
+
+    def _to_run(self, objective: str, variants: list[str], seeds: list[int],
+                **sandboxed: Any) -> Group:
+        """The engine's group training these cells with the stored version's code and
+        hyperparameters."""
+        return Group(objective, self.group.suite, self.group.suite_version, tuple(variants),
+                     tuple(seeds), tuple(dict(self.version.hyperparameters).items()),
+                     **sandboxed)
 
     def store(self, results: list[CellResult], device: str | None = None) -> int:
         """Store the results into the cells still held; database blips are retried here,
@@ -162,20 +176,16 @@ class GroupRun:
         return storage.release(storage.held(self.claimed))
 
 
-def _sandboxed(suite: Suite, version: ObjectiveVersion, variants: list[str], seeds: list[int],
-               device: str, beat: Heartbeat) -> list[CellResult]:
-    """A submitted objective's cells, trained in the sandbox and judged here."""
+def _sandboxed(group: Group, device: str, beat: Heartbeat) -> list[CellResult]:
+    """A submitted objective's cells, trained in the sandbox and judged here; a failure of
+    the sandbox itself (not of the objective) is an infrastructure error, retried."""
     try:
-        from harness.sandbox import run_cells_sandboxed
-    except ImportError as exc:
-        raise InfrastructureError("the sandbox is not available on this worker") from exc
-    try:
-        return run_cells_sandboxed(suite, version.code, code_filename(version.objective.slug),
-                                   dict(version.hyperparameters), variants, seeds,
-                                   threads=torch_threads(), device=device, heartbeat=beat.beat,
-                                   progress=beat.advance)
+        return run_group(group, device=device, threads=torch_threads(), heartbeat=beat.beat,
+                         progress=beat.advance)
     except DB_ERRORS:
         raise  # the heartbeat's database, retried as such
+    except ImportError as exc:
+        raise InfrastructureError("the sandbox is not available on this worker") from exc
     except Exception as exc:
         if type(exc).__name__ == "SoftTimeLimitExceeded":
             raise  # the worker's time limit, not the sandbox's failure
@@ -191,15 +201,6 @@ def failure(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, LookupError) and "no longer available" in str(exc):
         return "infrastructure", str(exc)
     return "infrastructure", INTERNAL_ERROR
-
-
-def load_stored(version: ObjectiveVersion, directory: Path):
-    """The stored code loaded from a private file, with the stored hyperparameters."""
-    from harness.objectives.loading import load_objective
-
-    path = directory / code_filename(version.objective.slug)
-    path.write_text(version.code, encoding="utf-8")
-    return load_objective(str(path), version.hyperparameters)
 
 
 def code_filename(slug: str) -> str:

@@ -57,15 +57,15 @@ def sandboxed_objective(spec: str, overrides: Mapping[str, Any] | None):
 
 
 def group(spec: str, obj, suite, variants: list[str], seeds: list[int], sandboxed: bool):
-    """The :class:`LocalGroup` that trains ``obj`` on ``variants`` × ``seeds``."""
-    from harness.runner.processes import LocalGroup
+    """The :class:`~harness.runner.group.Group` that trains ``obj`` on ``variants`` × ``seeds``."""
+    from harness.runner.group import Group
 
     if sandboxed:  # the text that was checked and is stored; all its hyperparameters
-        return LocalGroup(obj.path, suite.name, suite.version, tuple(variants), tuple(seeds),
+        return Group(obj.path, suite.name, suite.version, tuple(variants), tuple(seeds),
                           tuple(obj.hyperparameters.items()), True, source=obj.source)
     # Its own overrides only (hyperparameters name one objective, not the reference added).
     changed = tuple((k, v) for k, v in obj.hyperparameters.items() if obj.defaults.get(k) != v)
-    return LocalGroup(obj.path if obj.origin == "file" else spec, suite.name,
+    return Group(obj.path if obj.origin == "file" else spec, suite.name,
                       suite.version, tuple(variants), tuple(seeds), changed, False)
 
 

@@ -1,0 +1,89 @@
+"""One job's steps, shared by every runner: the canonical chunks' jobs, their fixtures
+built beforehand, training that turns an objective's failure into an output, and the cells
+of a chunk that were asked for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from harness.contract.pipeline import Job, Pipeline, TrainOutput, failure_reason
+from harness.contract.suite import CellResult, Suite, Variant
+
+if TYPE_CHECKING:
+    from harness.contract.chunks import Chunk
+    from harness.objectives.loading import Objective
+
+
+def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
+                     data_root: str | None = None, download: bool = False) -> str:
+    """Build (or find) every fixture the cells' chunks need (the seeds asked for and their
+    chunks' other seeds: :mod:`harness.contract.chunks`), once, before workers start: a summary
+    such as ``"6 reused, 0 built"`` ('' for a suite without fixtures). ``data_root`` and
+    ``download`` reach the builders (where a real data set is), not the keys."""
+    from harness.contract.chunks import chunks
+    from harness.contract.registry import pipeline
+    from harness.data import fixtures
+
+    steps, by_name = pipeline(suite), {v.name: v for v in variants}
+    needed: list[tuple[str, int | None, dict[str, Any] | None]] = []
+    for chunk in chunks(suite, by_name, seeds):  # a chunk's every seed trains
+        needed += [e for e in steps.fixtures(suite, [by_name[chunk.variant]], chunk.seeds)
+                   if e not in needed]
+    if not needed:
+        return ""
+    ledger = fixtures.Ledger()
+    where = {"data_root": data_root, "download": download}
+    for name, seed, config in needed:
+        fixtures.load(suite, name, seed, config, ledger=ledger, where=where)
+    return ledger.summary()
+
+
+
+def train_safely(pipeline: Pipeline, suite: Suite, objective: Objective,
+                 inputs: Mapping[str, Any], plan: Mapping[str, Any],
+                 **options: Any) -> TrainOutput:
+    """``pipeline.train``, with an objective failure turned into an output instead of raising."""
+    from harness.objectives.loading import user_traceback
+    from harness.train import ObjectiveRuntimeError
+
+    try:
+        return pipeline.train(suite, objective, dict(inputs), dict(plan), **options)
+    except ObjectiveRuntimeError as exc:
+        cause = exc.__cause__ or exc
+        message = f"{exc}\n{user_traceback(cause, objective.path)}".rstrip()
+        return TrainOutput(error=message, reason=failure_reason(cause))
+
+
+
+def chunk_jobs(steps: Pipeline, suite: Suite, variants: list[Variant], seeds: list[int], *,
+               data_root: str | None = None,
+               download: bool = False) -> Iterator[tuple[Chunk, Job]]:
+    """The jobs training ``variants × seeds``: each canonical chunk covering them
+    (:mod:`harness.contract.chunks`) prepared on its own, one at a time, so that a cell trains with
+    the same members in the same places however many cells were asked for."""
+    from harness.contract.chunks import chunks
+
+    by_name = {v.name: v for v in variants}
+    for chunk in chunks(suite, by_name, seeds):
+        for job in steps.prepare(suite, [by_name[chunk.variant]], chunk.seeds,
+                                 data_root=data_root, download=download):
+            yield chunk, job
+
+
+
+def asked(chunk: Chunk, results: list[CellResult]) -> list[CellResult]:
+    """The results of the cells asked for; the chunk's other seeds trained only to keep
+    its shape."""
+    return [r for r in results if r.variant == chunk.variant and r.seed in chunk.wanted]
+
+
+
+def share_of(chunk: Chunk, job: Job,
+             progress: Callable[[float], None] | None) -> Callable[[float], None] | None:
+    """``progress`` counting only the cells asked for (the trainer reports all members)."""
+    if progress is None:
+        return None
+    part = sum(1 for v, s in job.members if v == chunk.variant and s in chunk.wanted)
+    scale = part / max(len(job.members), 1)
+    return lambda cells: progress(cells * scale)
