@@ -202,8 +202,8 @@ def run_groups(suite, code: str, variants: list[str], seeds: list[int],
     from django.contrib.auth.models import User
     from django.utils import timezone
 
+    from harness.storage.models import Cell, Objective, ObjectiveVersion, Submission
     from tasks.dispatch import enqueue
-    from webapp.models import Cell, Objective, ObjectiveVersion, Submission
 
     user, _ = User.objects.get_or_create(username="bench")
     tag = uuid.uuid4().hex[:12]

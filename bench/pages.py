@@ -11,7 +11,7 @@ network, no browser), it times each page:
 * warm: p50/p95 over ``--repeats`` (50) further requests;
 * SQL queries per request (CaptureQueriesContext) and their summed time, cold and warm;
 * after a landing: how a busy server sees a page. Before each of ``--landings`` requests
-  per page one new cell is stored through ``storage.store_results`` (the workers' and the
+  per page one new cell is stored through ``store.store_results`` (the workers' and the
   CLI's write path), alternately in the page's variant and in another one, for a random
   non-reference objective; then the page is timed (p50/p95/max). The ratio to the page's
   cold time (the uncached computation, measured in the same run; ``--isolated-cold``
@@ -185,7 +185,7 @@ def load(args: argparse.Namespace, first: int, last: int) -> dict:
     from django.utils import timezone
 
     from harness.contract.registry import get_suite
-    from webapp.models import Objective, ObjectiveVersion
+    from harness.storage.models import Objective, ObjectiveVersion
 
     suite = get_suite(SUITE_NAME)
     rng = np.random.default_rng(first)
@@ -386,7 +386,7 @@ def measure(args: argparse.Namespace, n_objectives: int, repeats: int) -> dict:
     Warm: ``repeats`` requests per page after that."""
     from django.test import Client
 
-    from webapp.models import TableCache
+    from harness.storage.models import TableCache
 
     client = Client()
     _request(client, "/api/suites")  # imports, URL resolver, first connection: not a page's cost
@@ -450,7 +450,7 @@ class Lander:
 
     def __init__(self, args: argparse.Namespace, n_objectives: int):
         from harness.contract.registry import get_suite
-        from webapp.models import ObjectiveVersion
+        from harness.storage.models import ObjectiveVersion
 
         self.suite = get_suite(SUITE_NAME)
         self.versions = list(ObjectiveVersion.objects.filter(
@@ -460,12 +460,12 @@ class Lander:
 
     def land(self, variant: str) -> None:
         from harness.contract.suite import CellResult
-        from webapp import storage
+        from harness.storage import store
 
         version = self.versions[int(self.rng.integers(len(self.versions)))]
         self.seed += 1
         metrics = {m.name: float(self.rng.uniform(0.4, 0.8)) for m in self.suite.metrics}
-        storage.store_results(version, self.suite, [CellResult(variant, self.seed, "ok",
+        store.store_results(version, self.suite, [CellResult(variant, self.seed, "ok",
                                                                metrics)], {"bench": True})
 
 

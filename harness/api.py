@@ -19,7 +19,7 @@ the notebook (captured with its imports as a file, :mod:`harness.capture`, and v
 by its text like a file). Results go to the same database as the CLI's (SQLite under
 ``$HARNESS_HOME`` unless ``DATABASE_URL`` says otherwise). The CLI is a thin layer over
 this module. With :mod:`harness.results` it is an entry point: the places besides the CLI
-that wire the engine to storage (``webapp.storage``, imported lazily).
+that wire the engine to storage (``harness.storage.store``, imported lazily).
 """
 
 from __future__ import annotations
@@ -190,18 +190,18 @@ def _train(suite, specs, loaded, variants, seeds, factorial, *, device, mode, sa
     from harness.runner.environment import environment
     from harness.runner.jobs import prepare_fixtures
     from harness.runner.processes import default_workers, run_groups
-    from webapp import storage
+    from harness.storage import store
 
     device = _device(device)
     env = environment(device)
     if factorial:
-        finished, store = storage.finished_factorial, storage.store_factorial
+        finished, save = store.finished_factorial, store.store_factorial
     else:
-        finished, store = storage.finished_cells, storage.store_results
+        finished, save = store.finished_cells, store.store_results
     workers = workers or default_workers()
     versions, groups = [], []  # groups: (label, version, Group)
     for spec, obj in zip(specs, loaded, strict=True):
-        version = storage.version_for(obj)
+        version = store.version_for(obj)
         versions.append(version)
         done = set() if force else finished(version, suite, variants, seeds)
         todo = [v for v in variants if any((v, s) not in done for s in seeds)]
@@ -229,7 +229,7 @@ def _train(suite, specs, loaded, variants, seeds, factorial, *, device, mode, sa
         with bars.bar(total, progress) as advance:
             def stored(group, results) -> None:
                 label, version = owner[id(group)]
-                store(version, suite, results, env)
+                save(version, suite, results, env)
                 running.report_problems(label, results, say)
 
             run_groups([g for _, _, g in groups], workers=workers, options=options,
@@ -256,9 +256,9 @@ def results(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | No
     for v in variants or ():
         _variant(suite_obj, v)
     setup()
-    from webapp import storage
+    from harness.storage import store
 
-    versions = storage.latest_versions(suite_obj)
+    versions = store.latest_versions(suite_obj)
     if objectives is not None:
         wanted = [objectives] if isinstance(objectives, str | os.PathLike) \
             or callable(objectives) else list(objectives)
@@ -321,9 +321,10 @@ def compare(a: ObjectiveLike, b: ObjectiveLike, *, suite: str,
     """``a`` against ``b`` on ``suite`` (both already run), per variant on paired seeds."""
     suite_obj = _suite(suite, epochs)
     setup()
-    from webapp import leaderboard, storage
+    from harness.storage import store
+    from webapp import leaderboard
 
-    slugs = [storage.slug_for(_name_of(x)) for x in (a, b)]
+    slugs = [store.slug_for(_name_of(x)) for x in (a, b)]
     try:
         return Comparison(leaderboard.compare(*slugs, suite_obj))
     except leaderboard.NotFound as exc:
@@ -342,7 +343,7 @@ def setup() -> None:
     if apps.ready:  # a host configured Django (the web app, a worker, pytest): its database
         _ready = True
         return
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harness.storage.settings")
     if _event_loop_running():
         # A Jupyter kernel runs cells inside its event loop, where Django refuses database
         # calls; they are synchronous here by design, as Django's docs advise for notebooks.

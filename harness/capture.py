@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.home import data_dir
 from harness.objectives.loading import ObjectiveError
+from harness.storage.home import data_dir
 
 CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
 

@@ -1,6 +1,6 @@
 """``harness``: run suites, list what exists, validate objectives, show stored results.
 
-An entry point: it wires the engine, the registered suites and storage (``webapp.storage``,
+An entry point: it wires the engine, the registered suites and storage (``harness.storage.store``,
 imported lazily) together, which engine modules never do. Heavy imports (torch, Django)
 happen inside the verbs that need them, so ``harness --help`` and ``harness ls`` stay fast.
 """
@@ -286,7 +286,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from harness.api import setup
 
     setup()
-    from webapp import local_results
+    from harness.storage import local_results
 
     try:
         version = local_results.local_version(loaded, args.objective, suite)

@@ -62,9 +62,9 @@ class Results:
 
     @cached_property
     def _reference(self):
-        from webapp import storage
+        from harness.storage import store
 
-        return storage.reference_version(self.suite)
+        return store.reference_version(self.suite)
 
     def _chosen(self) -> list[Any]:
         chosen = {v.id: v for v in self.versions}
@@ -76,10 +76,10 @@ class Results:
         """The tables the CLI prints: :func:`harness.report.tables.variant_tables` over these
         versions and the reference, per variant (and per track, where the suite has them)."""
         from harness.report.tables import across_variants, variant_tables
-        from webapp import storage
+        from harness.storage import store
 
         suite, head = self.suite, self.suite.headline_metric
-        rows = storage.cell_rows(suite, self.variants, self._chosen())
+        rows = store.cell_rows(suite, self.variants, self._chosen())
         tracks = suite.tracks or (None,)
         found, shown_columns = [], []
         for track in tracks:  # a table per variant and track, the reference in each
@@ -143,8 +143,8 @@ class Results:
         without metrics (failed, killed) is one row with no metric, so its status shows."""
         import pandas as pd
 
-        from webapp import storage
-        from webapp.models import Cell
+        from harness.storage import store
+        from harness.storage.models import Cell
 
         cells = Cell.objects.filter(suite=self.suite.name, suite_version=self.suite.version,
                                     version__in=self._chosen())
@@ -153,7 +153,7 @@ class Results:
         cells = list(cells.values_list("id", "version__objective__slug", "version__label",
                                        "variant", "seed", "status").order_by(
             "version__label", "variant", "seed"))
-        metrics = storage.metrics_of(c[0] for c in cells)
+        metrics = store.metrics_of(c[0] for c in cells)
         records = []
         for cell_id, slug, label, variant, seed, status in cells:
             base = (slug, label, self.suite.name, self.suite.version, variant, seed)
@@ -177,12 +177,12 @@ class Results:
         the grid is complete)."""
         from harness.contract.seeding import FACTORS
         from harness.report.variance import complete_grid, decompose
-        from webapp import storage
+        from harness.storage import store
 
         head = self.suite.headline_metric
         report = []
         for variant in self.variants or self.suite.default_variants:
-            scores = storage.factorial_scores(self.suite, variant, head.name,
+            scores = store.factorial_scores(self.suite, variant, head.name,
                                               versions=self.versions)
             for version in self.versions:
                 grid = complete_grid(scores.get(version, {}), self.suite.seed_streams)
@@ -262,7 +262,7 @@ class Results:
 
     def _first_variant(self) -> str:
         """The first variant (in the requested or the suite's order) with finished cells."""
-        from webapp.models import Cell
+        from harness.storage.models import Cell
 
         ran = set(Cell.objects.filter(
             suite=self.suite.name, suite_version=self.suite.version,

@@ -16,9 +16,9 @@ from django.utils import timezone
 from harness.contract.chunks import members_trained
 from harness.contract.registry import suite_at
 from harness.contract.suite import Resources
+from harness.storage.models import Cell, Submission
 from tasks.limits import seed_chunks, time_limits
 from webapp.execution.groups import QueuedGroup, groups
-from webapp.models import Cell, Submission
 
 log = logging.getLogger(__name__)
 

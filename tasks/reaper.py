@@ -25,8 +25,8 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from webapp import storage
-from webapp.models import Cell
+from harness.storage import store
+from harness.storage.models import Cell
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def reap(send: Callable | None = None) -> dict[str, list[int]]:
     from tasks.dispatch import enqueue_cells
 
     send = send or enqueue_cells
-    released = storage.release_stale()
+    released = store.release_stale()
     if released:
         log.warning("cells %s lost their worker (no heartbeat for %.0f s): queued again",
                     released, settings.HARNESS_HEARTBEAT_TIMEOUT)
@@ -51,7 +51,7 @@ def release_own(worker: str, send: Callable | None = None) -> list[int]:
     """At a worker's start: the cells a previous life of this worker held, queued and sent."""
     from tasks.dispatch import enqueue_cells
 
-    queued = storage.release(Q(worker=worker))
+    queued = store.release(Q(worker=worker))
     if queued:
         log.warning("cells %s were held by a previous run of %s: queued again", queued, worker)
         (send or enqueue_cells)(Cell.objects.filter(pk__in=queued, status=Cell.QUEUED))

@@ -3,7 +3,7 @@
 Delivery is at least once (late acks, redelivery of a dead worker's message); the claim
 in the database makes it exactly once for results: a redelivered or duplicated message
 finds its cells finished or held and does nothing, and a worker that lost its cells can
-no longer write them (:mod:`webapp.storage`).
+no longer write them (:mod:`harness.storage.store`).
 """
 
 from __future__ import annotations
@@ -133,23 +133,23 @@ def _held_here(args, kwargs):
 
 
 def _release_here(args, kwargs) -> None:
-    from webapp import storage
+    from harness.storage import store
     from webapp.execution.database import refresh_connection
 
     try:
         refresh_connection()
-        queued = storage.release(_held_here(args, kwargs))
+        queued = store.release(_held_here(args, kwargs))
         log.warning("pool process lost; cells %s queued again", queued)
     except Exception:  # noqa: BLE001 - the reaper will do it once their heartbeat is stale
         log.exception("could not release the cells of a lost pool process")
 
 
 def _end_here(args, kwargs, status: str, reason: str, error: str) -> None:
-    from webapp import storage
+    from harness.storage import store
     from webapp.execution.database import refresh_connection
 
     try:
         refresh_connection()
-        storage.finish(_held_here(args, kwargs), status, reason, error)
+        store.finish(_held_here(args, kwargs), status, reason, error)
     except Exception:  # noqa: BLE001
         log.exception("could not mark the cells of a timed-out task")

@@ -16,8 +16,9 @@ from django.urls import resolve
 
 from harness.contract.registry import get_suite, suite_names
 from harness.contract.suite import CellResult
-from webapp import openapi, storage
-from webapp.models import Cell, Objective, ObjectiveVersion
+from harness.storage import store
+from harness.storage.models import Cell, Objective, ObjectiveVersion
+from webapp import openapi
 
 pytestmark = pytest.mark.django_db
 SUITE = get_suite("noisy-labels")
@@ -43,7 +44,7 @@ def _acc(slug: str, variant: str, seed: int) -> float:
 
 def _store(version, variants=("clean", "sym-0.4"), seeds=SEEDS, status="ok", error=""):
     slug = version.objective.slug
-    storage.store_results(version, SUITE, [
+    store.store_results(version, SUITE, [
         CellResult(v, s, status, {"test_acc": _acc(slug, v, s), "noise_rate": 0.4},
                    {"test_acc": [0.1, _acc(slug, v, s)]}, error=error, wall_time=1.0)
         for v in variants for s in seeds], ENV)
@@ -502,7 +503,7 @@ def test_the_index_page_lists_every_endpoint_with_live_examples(client, data):
 
 
 def test_non_finite_values_are_null_not_nan(client, data):
-    storage.store_results(data["gce"], SUITE, [CellResult(
+    store.store_results(data["gce"], SUITE, [CellResult(
         "sym-0.2", 0, "diverged", {"test_acc": float("nan"), "noise_rate": 0.4},
         {"train_loss": [1.0, float("nan")]})], ENV)
     response = client.get("/api/results?variant=sym-0.2&curves=1")
@@ -513,7 +514,7 @@ def test_non_finite_values_are_null_not_nan(client, data):
 
 
 def test_the_typed_reason_is_public_and_the_captured_output_never_served(client, data, users):
-    storage.store_results(data["open-loss"], SUITE, [CellResult(
+    store.store_results(data["open-loss"], SUITE, [CellResult(
         "sym-0.6", 2, "killed", error="ran out of memory", reason="memory",
         captured=f"printed {SECRET}")], ENV)
     [record] = _get(client, "/api/results?objective=open-loss&status=killed")["results"]

@@ -124,7 +124,7 @@ def test_broken_file_shows_the_validator_message_on_the_form(page):
     assert page.url.endswith("/submit/")
     errors = page.inner_text("#code-errors")
     assert "syntax error" in errors and "line 1" in errors
-    from webapp.models import Cell, Objective
+    from harness.storage.models import Cell, Objective
 
     assert not Objective.objects.filter(slug="broken-loss").exists()
     assert not Cell.objects.filter(version__objective__slug="broken-loss").exists()
@@ -138,12 +138,12 @@ def test_status_page_follows_a_cell_through_requeue_to_killed_with_owner_details
 
     from harness.contract.registry import suite_at
     from harness.objectives.loading import load_objective
-    from webapp import storage
-    from webapp.models import Cell, Submission
+    from harness.storage import store
+    from harness.storage.models import Cell, Submission
 
     sign_up(page, "hana")
     suite = suite_at("noisy-labels", "1.0+e1")
-    version = storage.version_for(load_objective("ce"))
+    version = store.version_for(load_objective("ce"))
     owner = User.objects.get(username="hana")
     cells = [Cell.objects.create(version=version, suite=suite.name, suite_version=suite.version,
                                  variant=v, seed=0,
@@ -191,12 +191,12 @@ def test_a_suites_own_axes_and_plots_render(page, monkeypatch):
     monkeypatch.setenv("HARNESS_SUITES", "tests.fake_suite")
     from harness.contract import registry
     from harness.objectives.loading import load_objective
-    from webapp import storage
+    from harness.storage import store
 
     suite = registry.get_suite("fake-regression")
     for name in ("mse", "huber"):
         objective = load_objective(name)
-        storage.store_results(storage.version_for(objective), suite,
+        store.store_results(store.version_for(objective), suite,
                               run_cells(suite, objective, ["clean", "out-0.4"], [0, 1]),
                               {"device": "cpu"})
     errors: list[str] = []
@@ -336,11 +336,11 @@ def test_the_variance_sources_plot_renders_a_bar_per_stream_with_its_interval(pa
 def _with_every_metric(slug: str, acc: float) -> None:
     """An objective with every noisy-labels metric stored: the widest variant table."""
     from harness.contract.suite import CellResult
+    from harness.storage import store
     from tests.test_leaderboard import ENV, SUITE, make_objective
-    from webapp import storage
 
     version = make_objective(slug, {})
-    storage.store_results(version, SUITE, [
+    store.store_results(version, SUITE, [
         CellResult(v, seed, "ok", {m.name: (acc if m.name == "test_acc" else 0.5)
                                    for m in SUITE.metrics})
         for v in ("clean", "sym-0.4") for seed in range(3)], ENV)

@@ -211,8 +211,8 @@ def test_cli_prints_a_table_per_track(tmp_path):
 def _store(slug: str, track: str, eces: list[float]) -> None:
     import hashlib
 
-    from webapp import storage
-    from webapp.models import Objective, ObjectiveVersion
+    from harness.storage import store
+    from harness.storage.models import Objective, ObjectiveVersion
 
     suite = get_suite("calibration")
     obj = Objective.objects.create(slug=slug, name=slug, is_builtin=True)
@@ -223,7 +223,7 @@ def _store(slug: str, track: str, eces: list[float]) -> None:
     metrics = {m.name: 0.5 for m in suite.metrics}
     results = [pipeline.CellResult("synthetic", seed, "ok", {**metrics, "ece": e}, {},
                                    info={"track": track}) for seed, e in enumerate(eces)]
-    storage.store_results(version, suite, results, {"device": "cpu"})
+    store.store_results(version, suite, results, {"device": "cpu"})
 
 
 @pytest.mark.django_db

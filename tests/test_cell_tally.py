@@ -23,7 +23,7 @@ def _counted() -> dict[tuple, int]:
     """Finished cells per tally key, counted from the cells themselves."""
     from django.db.models import Count
 
-    from webapp.models import Cell
+    from harness.storage.models import Cell
 
     return {(a["suite"], a["suite_version"], a["variant"], a["version_id"]): a["n"]
             for a in Cell.objects.filter(status__in=Cell.FINISHED)
@@ -32,7 +32,7 @@ def _counted() -> dict[tuple, int]:
 
 
 def _tallied() -> dict[tuple, tuple[int, int]]:
-    from webapp.models import CellTally
+    from harness.storage.models import CellTally
 
     return {(t.suite, t.suite_version, t.variant, t.version_id): (t.finished, t.changes)
             for t in CellTally.objects.all()}
@@ -42,7 +42,7 @@ def random_writes(steps: int, seed: int) -> dict:
     """``steps`` random writes through every write path the code uses; after each, the
     tallies must equal the count and a key whose finished cells changed must have a
     larger change counter. Returns what was checked (raises AssertionError on a miss)."""
-    from webapp.models import Cell, Objective, ObjectiveVersion
+    from harness.storage.models import Cell, Objective, ObjectiveVersion
 
     rng = random.Random(seed)
     def new_version(i: int) -> ObjectiveVersion:
@@ -65,7 +65,7 @@ def random_writes(steps: int, seed: int) -> dict:
             Cell.objects.get_or_create(version=v, suite="noisy-labels", suite_version="1.0",
                                        variant=rng.choice(VARIANTS), seed=rng.randrange(6),
                                        defaults={"status": rng.choice(STATUSES)})
-        elif kind == "save":  # storage.store_results: the whole row saved
+        elif kind == "save":  # store.store_results: the whole row saved
             c = rng.choice(cells)
             c.status = rng.choice(STATUSES)
             c.save()
@@ -130,7 +130,7 @@ def test_the_triggers_know_every_finished_status():
     the triggers (a new migration), or tallies would miss its cells."""
     from importlib import import_module
 
-    from webapp.models import Cell
+    from harness.storage.models import Cell
 
-    migration = import_module("webapp.migrations.0008_cell_tally")
+    migration = import_module("harness.storage.migrations.0008_cell_tally")
     assert migration.FINISHED == repr(tuple(Cell.FINISHED))

@@ -13,10 +13,10 @@ from harness.contract import seeding
 from harness.contract.registry import get_suite
 from harness.contract.suite import CellResult
 from harness.report.variance import FACTORS, complete_grid, decompose
+from harness.storage import store
+from harness.storage.models import Cell, FactorialCell, Objective, ObjectiveVersion
 from tests.test_cli import IN_PROCESS, harness, query, strict_json
-from webapp import storage
 from webapp.leaderboard.variance import variance_sources
-from webapp.models import Cell, FactorialCell, Objective, ObjectiveVersion
 
 RUN = ["run", "suite", "noisy-labels", "-o", "ce", "--variants", "sym-0.4", "--epochs", "2",
        *IN_PROCESS]
@@ -89,7 +89,7 @@ def _store(version, variant, scores: dict[tuple[int, int, int], float], status="
     suite = get_suite("noisy-labels")
     results = [CellResult(variant, seeding.factorial_seed(*k), status, {"test_acc": v})
                for k, v in scores.items()]
-    storage.store_factorial(version, suite, results, {"device": "cpu"})
+    store.store_factorial(version, suite, results, {"device": "cpu"})
 
 
 def _grid(rng, n=3):
@@ -134,7 +134,7 @@ def test_storing_a_plain_seed_as_factorial_is_refused_and_a_rerun_replaces_a_cel
     version = _version("x")
     suite = get_suite("noisy-labels")
     with pytest.raises(ValueError, match="not a factorial seed"):
-        storage.store_factorial(version, suite, [CellResult("sym-0.4", 3, "ok",
+        store.store_factorial(version, suite, [CellResult("sym-0.4", 3, "ok",
                                                             {"test_acc": 0.5})], {})
     assert FactorialCell.objects.count() == 0
     _store(version, "sym-0.4", {(0, 1, 2): 0.5})
@@ -149,6 +149,6 @@ def test_a_failed_cell_breaks_the_grid():
     scores = _grid(np.random.default_rng(1), n=2)
     _store(version, "sym-0.4", scores)
     _store(version, "sym-0.4", {(1, 1, 1): 0.1}, status="diverged")
-    values = storage.factorial_scores(get_suite("noisy-labels"), "sym-0.4", "test_acc")[version]
+    values = store.factorial_scores(get_suite("noisy-labels"), "sym-0.4", "test_acc")[version]
     assert values[(1, 1, 1)] is None
     assert complete_grid(values, FACTORS) is None

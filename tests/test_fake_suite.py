@@ -150,31 +150,31 @@ def test_cli_runs_its_baselines_and_a_file_in_and_out_of_the_sandbox(tmp_path):
 def stored(registered, db):
     """mse and huber on the default variants, 3 seeds, trained and stored in process."""
     from harness.objectives.loading import load_objective
-    from webapp import storage
+    from harness.storage import store
 
     for name in ("mse", "huber"):
         objective = load_objective(name)
-        version = storage.version_for(objective)
+        version = store.version_for(objective)
         results = run_cells(registered, objective, registered.default_variants, [0, 1, 2])
         assert {r.status for r in results} == {"ok"}
-        storage.store_results(version, registered, results, ENV)
+        store.store_results(version, registered, results, ENV)
     return registered
 
 
 def test_storage_refuses_what_the_suite_did_not_declare(stored):
     from harness.contract.suite import CellResult
-    from webapp import storage
-    from webapp.models import Cell, Curve, ObjectiveVersion
+    from harness.storage import store
+    from harness.storage.models import Cell, Curve, ObjectiveVersion
 
     cell = Cell.objects.filter(suite=NAME, variant="clean").first()
     assert set(Curve.objects.filter(cell=cell).values_list("name", flat=True)) == {
         c.name for c in stored.curves}
     version = ObjectiveVersion.objects.get(objective__slug="huber")
     with pytest.raises(ValueError, match="undeclared curve 'mystery'"):
-        storage.store_results(version, stored, [CellResult(
+        store.store_results(version, stored, [CellResult(
             "clean", 9, "ok", {"rmse": 1.0}, {"mystery": [1.0]})], ENV)
     with pytest.raises(ValueError, match="undeclared metric 'accuracy'"):
-        storage.store_results(version, stored, [CellResult(
+        store.store_results(version, stored, [CellResult(
             "clean", 9, "ok", {"accuracy": 1.0})], ENV)
     assert not Cell.objects.filter(suite=NAME, seed=9).exists()  # nothing half-written
 
@@ -295,7 +295,7 @@ def test_a_web_submission_runs_in_the_sandbox_and_shows_on_the_run_page(
         registered, client, settings, django_user_model, django_capture_on_commit_callbacks):
     """The form offers the suite to an objective defining its hooks (and only those), the
     sandbox validates and trains it, the run page shows each cell's headline in its unit."""
-    from webapp.models import Submission
+    from harness.storage.models import Submission
 
     settings.HARNESS_EXECUTOR, settings.HARNESS_RUN_EPOCHS = "inline", 1
     client.force_login(django_user_model.objects.create_user("ann", password="ann-pass-123"))

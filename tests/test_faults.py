@@ -34,9 +34,9 @@ from django.db.utils import InterfaceError, OperationalError
 
 from harness.contract.registry import suite_at
 from harness.objectives.loading import load_objective
+from harness.storage import store
+from harness.storage.models import Cell, Metric
 from tasks import app, dispatch
-from webapp import storage
-from webapp.models import Cell, Metric
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -278,7 +278,7 @@ def cells_for(objectives: list[str], variants: list[str], seeds: list[int],
     suite = suite_at("noisy-labels", suite_version)
     ids = []
     for name in objectives:
-        version = storage.version_for(load_objective(name))
+        version = store.version_for(load_objective(name))
         for variant in variants:
             for seed in seeds:
                 ids.append(Cell.objects.create(

@@ -201,10 +201,10 @@ def test_a_web_submission_runs_the_held_out_variant_and_shows_only_its_mean(
         secret, settings, client, django_capture_on_commit_callbacks):
     from django.contrib.auth.models import User
 
+    from harness.storage.models import Submission
     from tests.test_submit import status, submit
     from webapp import leaderboard
     from webapp.leaderboard.heldout import held_out_columns
-    from webapp.models import Submission
 
     settings.HARNESS_RUN_EPOCHS, settings.HARNESS_EXECUTOR = 1, "inline"
     owner = client.__class__()

@@ -1,6 +1,6 @@
 """webapp.leaderboard: known answers, fixed-anchor scores, the table cache, query counts.
 
-Cells are stored with storage.store_results (no training); every expected number is
+Cells are stored with store.store_results (no training); every expected number is
 computed independently here with harness.report.stats on the same per-seed values.
 """
 
@@ -20,9 +20,10 @@ from django.test.utils import CaptureQueriesContext
 from harness.contract.registry import get_suite
 from harness.contract.suite import CellResult
 from harness.report import stats
-from webapp import exports, leaderboard, storage
+from harness.storage import store
+from harness.storage.models import Cell, Objective, ObjectiveVersion, TableCache
+from webapp import exports, leaderboard
 from webapp.leaderboard import cache
-from webapp.models import Cell, Objective, ObjectiveVersion, TableCache
 
 pytestmark = pytest.mark.django_db
 SUITE = get_suite("noisy-labels")
@@ -61,7 +62,7 @@ def make_objective(slug: str, accs: dict[str, list[float]], *, builtin: bool = T
             results.append(CellResult(variant, seed, "diverged", {"noise_rate": 0.4},
                                       {"train_loss": [2.0, None]} if curves else {},
                                       diverged_step=3))
-    storage.store_results(version, SUITE, results, ENV)
+    store.store_results(version, SUITE, results, ENV)
     return version
 
 
@@ -128,7 +129,7 @@ def test_an_objective_whose_cells_all_failed_is_on_no_public_table(board):
     """Killed by the sandbox everywhere: no "0/7 variants" row, no rank, no "--" export
     row (the owner reads why on the run page)."""
     killed = make_objective("killed", {}, builtin=False)
-    storage.store_results(killed, SUITE, [
+    store.store_results(killed, SUITE, [
         CellResult(v, s, "killed", error="violation", reason="violation")
         for v in ("clean", "sym-0.4") for s in range(2)], ENV)
     assert "killed" not in [r["objective"] for r in
@@ -136,7 +137,7 @@ def test_an_objective_whose_cells_all_failed_is_on_no_public_table(board):
     assert "killed" not in [r["objective"] for r in leaderboard.suite_summary(SUITE)["rows"]]
     assert "killed" not in [r["objective"] for r in leaderboard.home_table()["rows"]]
     # one seed that trained brings it back, failures counted beside it
-    storage.store_results(killed, SUITE, [CellResult("clean", 5, "ok", {"test_acc": 0.5,
+    store.store_results(killed, SUITE, [CellResult("clean", 5, "ok", {"test_acc": 0.5,
                                                                           "noise_rate": 0.0})],
                           ENV)
     row = _row(leaderboard.variant_table(SUITE, "clean"), "killed")
@@ -205,7 +206,7 @@ def make_fake(suite, slug: str, values: dict[str, list[tuple[float, float]]],
               **kwargs) -> ObjectiveVersion:
     """An objective version with fake-suite cells: ``values[variant][seed] = (rmse, mae)``."""
     version = make_objective(slug, {}, **kwargs)
-    storage.store_results(version, suite, [
+    store.store_results(version, suite, [
         CellResult(variant, seed, "ok", {"rmse": rmse, "mae": mae, "sign_acc": 0.5,
                                          "bias": 0.0})
         for variant, pairs in values.items() for seed, (rmse, mae) in enumerate(pairs)], ENV)
@@ -530,7 +531,7 @@ def test_cache_hit_reads_one_row_and_a_new_cell_invalidates_it(board, django_ass
     with django_assert_num_queries(2):  # the fingerprint aggregate, then the cached row
         again = leaderboard.variant_table(SUITE, "sym-0.4")
     assert again == first
-    storage.store_results(board["gce"], SUITE, [CellResult("sym-0.4", 4, "ok",
+    store.store_results(board["gce"], SUITE, [CellResult("sym-0.4", 4, "ok",
                                                            {"test_acc": 0.5})], ENV)
     fresh = leaderboard.variant_table(SUITE, "sym-0.4")
     assert _row(fresh, "gce")["seeds"] == 5
@@ -539,18 +540,18 @@ def test_cache_hit_reads_one_row_and_a_new_cell_invalidates_it(board, django_ass
     # A cell of another variant leaves this variant's table cached (the suite's table
     # versions are looked up again, the table is not rebuilt) ...
     stored = TableCache.objects.get(key=key)
-    storage.store_results(board["gce"], SUITE, [CellResult("clean", 4, "ok",
+    store.store_results(board["gce"], SUITE, [CellResult("clean", 4, "ok",
                                                            {"test_acc": 0.5})], ENV)
     leaderboard.variant_table(SUITE, "sym-0.4")
     assert TableCache.objects.get(key=key).updated == stored.updated
-    storage.store_results(board["gce"], SUITE, [CellResult("sym-0.4", 5, "ok",
+    store.store_results(board["gce"], SUITE, [CellResult("sym-0.4", 5, "ok",
                                                            {"test_acc": 0.6})], ENV)
     leaderboard.variant_table(SUITE, "sym-0.4")  # a rebuild is a new write (the check above
     assert TableCache.objects.get(key=key).updated > stored.updated  # can fail)
     with django_assert_num_queries(2):
         leaderboard.variant_table(SUITE, "sym-0.4")
     # ... and a rerun of an existing cell (same count, new finish time) invalidates it.
-    storage.store_results(board["gce"], SUITE, [CellResult("sym-0.4", 4, "ok",
+    store.store_results(board["gce"], SUITE, [CellResult("sym-0.4", 4, "ok",
                                                            {"test_acc": 0.9})], ENV)
     rerun = leaderboard.variant_table(SUITE, "sym-0.4")
     assert _row(rerun, "gce")["mean"] == pytest.approx(np.mean(GCE["sym-0.4"] + [0.9, 0.6]))

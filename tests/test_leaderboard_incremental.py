@@ -1,5 +1,5 @@
 """A landing cell recomputes only what it touches, and what is served is always what a
-fresh computation gives (real PostgreSQL, cells stored through storage.store_results).
+fresh computation gives (real PostgreSQL, cells stored through store.store_results).
 
 Builds are counted by wrapping the functions that compute (a spy: they still run).
 """
@@ -11,17 +11,18 @@ from django.db.models import Q
 
 from harness.contract.suite import CellResult
 from harness.report import stats
+from harness.storage import store
+from harness.storage.models import Cell, TableCache
 from tests.test_leaderboard import CE, ENV, GCE, MAE, SUITE, make_objective
-from webapp import leaderboard, storage
+from webapp import leaderboard
 from webapp.leaderboard import pieces, tables
-from webapp.models import Cell, TableCache
 
 pytestmark = pytest.mark.django_db
 
 
 def _land(version, variant: str, seed: int, acc: float, status: str = "ok") -> None:
     metrics = {"test_acc": acc, "best_test_acc": acc + 0.01, "noise_rate": 0.4}
-    storage.store_results(version, SUITE, [CellResult(variant, seed, status, metrics)], ENV)
+    store.store_results(version, SUITE, [CellResult(variant, seed, status, metrics)], ENV)
 
 
 def _everything(compare: bool = True) -> dict:
@@ -77,13 +78,13 @@ def test_cached_pages_equal_a_fresh_computation_through_lands_reruns_and_deletes
         ("a rerun that diverged", lambda: _land(gce, "clean", 1, 0.2, status="diverged")),
         ("a deleted cell", lambda: Cell.objects.filter(version=mae, variant="sym-0.4",
                                                        seed=1).delete()),
-        ("a cell failed by the reaper", lambda: storage.finish(
+        ("a cell failed by the reaper", lambda: store.finish(
             Q(version=gce, variant="sym-0.4", seed=2), Cell.FAILED, "infrastructure", "lost")),
-        ("a cell claimed again (running)", lambda: storage.claim(
+        ("a cell claimed again (running)", lambda: store.claim(
             [Cell.objects.get(version=gce, variant="sym-0.4", seed=2).pk], worker="w")),
         ("a new version's first cell elsewhere", lambda: make_objective(
             "mae", {"clean": [0.5, 0.52, 0.51]}, code="new mae\n")),
-        ("a version whose cells all fail", lambda: storage.store_results(
+        ("a version whose cells all fail", lambda: store.store_results(
             make_objective("killed", {}, builtin=False), SUITE,
             [CellResult("asym-0.4", 0, "killed", error="x", reason="violation")], ENV)),
         ("every mae cell deleted", lambda: Cell.objects.filter(

@@ -165,7 +165,7 @@ def test_validate_reports_a_function_and_a_broken_one(tmp_path, monkeypatch):
     (lambda: api.compare("ce", "gce", suite="nope"), "no suite 'nope'"),
 ])
 def test_bad_requests_are_clear_errors_before_anything_trains(db, call, message):
-    from webapp.models import Cell
+    from harness.storage.models import Cell
 
     with pytest.raises(api.HarnessError, match=message):
         call()
@@ -179,7 +179,7 @@ def test_unknown_hyperparameter_is_the_loaders_error(db):
 
 @pytest.mark.slow
 def test_a_run_gives_tables_frames_and_figures(db, tmp_path, monkeypatch):
-    from webapp.models import Cell, Metric
+    from harness.storage.models import Cell, Metric
 
     monkeypatch.setenv("HARNESS_HOME", str(tmp_path))
     notes = []

@@ -1,5 +1,5 @@
 """Page bodies rendered once per change and refreshed by the writer after a landing
-(webapp/rendered.py), on real PostgreSQL with cells stored through storage.store_results:
+(webapp/rendered.py), on real PostgreSQL with cells stored through store.store_results:
 what a visitor gets is always what a fresh render gives."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from harness.contract.suite import CellResult
+from harness.storage import store
+from harness.storage.models import Cell, TableCache
 from tests.test_factorial import _grid, _store, _version
 from tests.test_leaderboard import CE, ENV, GCE, MAE, SUITE, make_objective
 from tests.test_leaderboard_incremental import Spy
-from webapp import rendered, storage
-from webapp.models import Cell, TableCache
+from webapp import rendered
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +23,7 @@ PAGES = {"sym": dict(name="noisy-labels", variant="sym-0.4"),
 
 def _land(version, variant: str, seed: int, acc: float) -> None:
     metrics = {"test_acc": acc, "best_test_acc": acc + 0.01, "noise_rate": 0.4}
-    storage.store_results(version, SUITE, [CellResult(variant, seed, "ok", metrics)], ENV)
+    store.store_results(version, SUITE, [CellResult(variant, seed, "ok", metrics)], ENV)
 
 
 def _bodies() -> dict[str, str]:

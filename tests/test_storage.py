@@ -8,8 +8,8 @@ from django.db import IntegrityError, connection, transaction
 from harness.contract.registry import get_suite
 from harness.contract.suite import CellResult
 from harness.objectives.loading import load_objective
-from webapp import storage
-from webapp.models import Cell, Curve, Metric, ObjectiveVersion
+from harness.storage import store
+from harness.storage.models import Cell, Curve, Metric, ObjectiveVersion
 
 pytestmark = pytest.mark.django_db
 SUITE = get_suite("noisy-labels")
@@ -26,9 +26,9 @@ def test_runs_on_postgres():
 
 
 def test_version_identity_follows_code_and_hyperparameters():
-    a = storage.version_for(load_objective("gce"))
-    b = storage.version_for(load_objective("gce"))
-    c = storage.version_for(load_objective("gce", {"q": 0.5}))
+    a = store.version_for(load_objective("gce"))
+    b = store.version_for(load_objective("gce"))
+    c = store.version_for(load_objective("gce", {"q": 0.5}))
     assert a.pk == b.pk
     assert c.pk != a.pk and c.objective_id == a.objective_id
     assert c.label == "gce(q=0.5)" and a.label == "gce"
@@ -37,9 +37,9 @@ def test_version_identity_follows_code_and_hyperparameters():
 
 
 def test_storing_a_cell_twice_keeps_one_row_with_the_latest_values():
-    version = storage.version_for(load_objective("ce"))
-    storage.store_results(version, SUITE, [_result("sym-0.4", 0, 0.70)], ENV)
-    storage.store_results(version, SUITE, [_result("sym-0.4", 0, 0.71)], ENV)
+    version = store.version_for(load_objective("ce"))
+    store.store_results(version, SUITE, [_result("sym-0.4", 0, 0.70)], ENV)
+    store.store_results(version, SUITE, [_result("sym-0.4", 0, 0.71)], ENV)
     cell = Cell.objects.get(version=version, suite="noisy-labels", variant="sym-0.4", seed=0)
     assert cell.attempts == 2
     assert Cell.objects.filter(version=version).count() == 1
@@ -51,7 +51,7 @@ def test_storing_a_cell_twice_keeps_one_row_with_the_latest_values():
 
 
 def test_database_refuses_a_duplicate_cell():
-    version = storage.version_for(load_objective("ce"))
+    version = store.version_for(load_objective("ce"))
     key = dict(version=version, suite="noisy-labels", suite_version="1.0", variant="clean",
                seed=3, variant_hash="x")
     Cell.objects.create(**key)
@@ -60,44 +60,44 @@ def test_database_refuses_a_duplicate_cell():
 
 
 def test_finished_cells_and_rows_for_tables():
-    ce = storage.version_for(load_objective("ce"))
-    gce = storage.version_for(load_objective("gce"))
-    storage.store_results(ce, SUITE, [_result("sym-0.4", s, 0.7) for s in range(3)], ENV)
-    storage.store_results(gce, SUITE, [_result("sym-0.4", 0, 0.9),
+    ce = store.version_for(load_objective("ce"))
+    gce = store.version_for(load_objective("gce"))
+    store.store_results(ce, SUITE, [_result("sym-0.4", s, 0.7) for s in range(3)], ENV)
+    store.store_results(gce, SUITE, [_result("sym-0.4", 0, 0.9),
                                        _result("sym-0.4", 1, 0.0, status="diverged")], ENV)
-    assert storage.finished_cells(gce, SUITE, ["sym-0.4"], range(3)) == {
+    assert store.finished_cells(gce, SUITE, ["sym-0.4"], range(3)) == {
         ("sym-0.4", 0), ("sym-0.4", 1)}
-    rows = storage.cell_rows(SUITE, ["sym-0.4"])
+    rows = store.cell_rows(SUITE, ["sym-0.4"])
     assert sorted((r.objective, r.seed, r.status) for r in rows) == [
         ("ce", 0, "ok"), ("ce", 1, "ok"), ("ce", 2, "ok"), ("gce", 0, "ok"),
         ("gce", 1, "diverged")]
-    assert storage.reference_version(SUITE).pk == ce.pk
-    assert {v.pk for v in storage.latest_versions(SUITE)} == {ce.pk, gce.pk}
+    assert store.reference_version(SUITE).pk == ce.pk
+    assert {v.pk for v in store.latest_versions(SUITE)} == {ce.pk, gce.pk}
 
 
 def test_results_of_other_suite_versions_are_not_mixed():
-    ce = storage.version_for(load_objective("ce"))
+    ce = store.version_for(load_objective("ce"))
     smoke = SUITE.shortened(2)
-    storage.store_results(ce, smoke, [_result("clean", 0, 0.5)], ENV)
-    assert storage.cell_rows(SUITE) == []
-    assert len(storage.cell_rows(smoke)) == 1
-    assert storage.latest_versions(SUITE) == []
+    store.store_results(ce, smoke, [_result("clean", 0, 0.5)], ENV)
+    assert store.cell_rows(SUITE) == []
+    assert len(store.cell_rows(smoke)) == 1
+    assert store.latest_versions(SUITE) == []
 
 
 def test_interrupted_store_leaves_no_partial_cell():
-    version = storage.version_for(load_objective("ce"))
+    version = store.version_for(load_objective("ce"))
     bad = CellResult("no-such-variant", 0, "ok", {"test_acc": 1.0})
     with pytest.raises(KeyError):
-        storage.store_results(version, SUITE, [_result("clean", 0, 0.9), bad], ENV)
+        store.store_results(version, SUITE, [_result("clean", 0, 0.9), bad], ENV)
     assert not Cell.objects.filter(version=version).exists()
     assert ObjectiveVersion.objects.filter(pk=version.pk).exists()
 
 
 def test_non_finite_values_are_stored_as_json_null_and_skipped_metrics():
-    version = storage.version_for(load_objective("ce"))
+    version = store.version_for(load_objective("ce"))
     result = CellResult("clean", 0, "diverged", {"test_acc": float("nan"), "noise_rate": 0.0},
                         {"train_loss": [1.0, float("nan"), float("inf")]}, diverged_step=3)
-    storage.store_results(version, SUITE, [result], ENV)
+    store.store_results(version, SUITE, [result], ENV)
     cell = Cell.objects.get(version=version, variant="clean", seed=0)
     assert Curve.objects.get(cell=cell, name="train_loss").values == [1.0, None, None]
     assert set(cell.metrics.values_list("name", flat=True)) == {"noise_rate"}
@@ -106,9 +106,9 @@ def test_non_finite_values_are_stored_as_json_null_and_skipped_metrics():
 def test_text_postgres_refuses_is_stored_escaped():
     """An objective that prints a NUL byte or raises with a lone surrogate in its message
     still gets its cell stored (PostgreSQL refuses both in a text column)."""
-    version = storage.version_for(load_objective("ce"))
+    version = store.version_for(load_objective("ce"))
     result = CellResult("clean", 0, "failed", {}, {}, error="bad\x00 \udcff", reason="objective",
                         captured="out\x00put\n")
-    storage.store_results(version, SUITE, [result], ENV)
+    store.store_results(version, SUITE, [result], ENV)
     cell = Cell.objects.get(version=version, variant="clean", seed=0)
     assert (cell.error, cell.captured) == ("bad\\x00 \\udcff", "out\\x00put\n")

@@ -20,10 +20,10 @@ from django.utils.html import escape
 from harness.objectives.loading import load_objective
 from harness.objectives.validate import validate
 from harness.sandbox.remote import LossServers
+from harness.storage.models import Cell, Objective, ObjectiveVersion, Submission
 from webapp.execution import executors
 from webapp.execution import groups as work
 from webapp.forms import suites_for
-from webapp.models import Cell, Objective, ObjectiveVersion, Submission
 
 pytestmark = pytest.mark.django_db
 

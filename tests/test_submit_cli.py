@@ -25,10 +25,10 @@ import tasks
 from harness.contract.registry import builtins
 from harness.objectives.loading import read_source
 from harness.runner.environment import torch_threads
+from harness.storage.models import Cell, Upload
 from tests.conftest import cli_environment
 from tests.test_cli import IN_PROCESS  # a command costs seconds already: no pool too
 from webapp import tokens
-from webapp.models import Cell, Upload
 
 CLI = [sys.executable, "-m", "harness.cli"]
 SEEDS = 3  # noisy-labels' minimum of seeds per variant

@@ -11,7 +11,7 @@ from django.test import Client
 
 from harness.objectives.loading import load_objective
 from harness.sandbox import validate_sandboxed
-from webapp.models import Cell, Objective, ObjectiveVersion, Submission
+from harness.storage.models import Cell, Objective, ObjectiveVersion, Submission
 
 pytestmark = pytest.mark.django_db
 

@@ -21,13 +21,13 @@ from harness.contract import registry
 from harness.contract.registry import get_suite
 from harness.contract.suite import CellResult, Resources
 from harness.objectives.loading import load_objective
+from harness.storage import store
+from harness.storage.models import Cell, Submission
 from tasks import dispatch, limits, reaper
 from tasks import tasks as task_module
 from tasks.worker import NODE, default_threads
-from webapp import storage
 from webapp.execution import executors, heartbeat, status
 from webapp.execution import groups as work
-from webapp.models import Cell, Submission
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ SHORT = "1.0+e1"  # one epoch: cells train in about a second
 
 @pytest.fixture
 def version():
-    return storage.version_for(load_objective("ce"))
+    return store.version_for(load_objective("ce"))
 
 
 def make_cells(version, variants=("clean",), seeds=(0, 1), suite_version=SHORT, **fields):
@@ -214,9 +214,9 @@ def test_claim_takes_queued_cells_once_and_skips_finished_ones(version):
     cells = make_cells(version, seeds=(0, 1, 2))
     Cell.objects.filter(pk=cells[2].pk).update(status=Cell.OK, attempts=1)
     ids = [c.pk for c in cells]
-    claim = storage.claim(ids, worker="w1")
+    claim = store.claim(ids, worker="w1")
     assert claim == {cells[0].pk: 1, cells[1].pk: 1}
-    assert storage.claim(ids, worker="w2") == {}  # held with a fresh heartbeat
+    assert store.claim(ids, worker="w2") == {}  # held with a fresh heartbeat
     first = fresh(cells)[0]
     assert (first.status, first.worker, first.attempts) == (Cell.RUNNING, "w1", 1)
     assert first.heartbeat_at is not None and first.started_at is not None
@@ -224,16 +224,16 @@ def test_claim_takes_queued_cells_once_and_skips_finished_ones(version):
 
 def test_a_stale_heartbeat_lets_another_worker_take_over_and_fences_the_first(version):
     cells = make_cells(version, seeds=(0,))
-    old = storage.claim([cells[0].pk], worker="w1")
+    old = store.claim([cells[0].pk], worker="w1")
     Cell.objects.update(heartbeat_at=timezone.now() - timedelta(hours=1))
-    new = storage.claim([cells[0].pk], worker="w2")
+    new = store.claim([cells[0].pk], worker="w2")
     assert new == {cells[0].pk: 2}
     result = CellResult("clean", 0, "ok", metrics={"test_acc": 0.5})
     suite = registry.suite_at("noisy-labels", SHORT)
-    assert storage.heartbeat(old) == 0  # the first worker learns it lost the cell
-    assert storage.store_results(version, suite, [result], {}, claim=old) == 0
-    assert storage.store_results(version, suite, [result], {}, claim=new) == 1
-    assert storage.store_results(version, suite, [result], {}, claim=new) == 0  # stored once
+    assert store.heartbeat(old) == 0  # the first worker learns it lost the cell
+    assert store.store_results(version, suite, [result], {}, claim=old) == 0
+    assert store.store_results(version, suite, [result], {}, claim=new) == 1
+    assert store.store_results(version, suite, [result], {}, claim=new) == 0  # stored once
     cell = fresh(cells)[0]
     assert (cell.status, cell.attempts, cell.worker) == (Cell.OK, 2, "w2")
     assert cell.metrics.count() == 1 and Cell.objects.count() == 1
@@ -241,8 +241,8 @@ def test_a_stale_heartbeat_lets_another_worker_take_over_and_fences_the_first(ve
 
 def test_a_retry_resumes_its_own_claim_without_counting_an_attempt(version):
     cells = make_cells(version, seeds=(0,))
-    claim = storage.claim([cells[0].pk], worker="w1")
-    assert storage.claim([cells[0].pk], worker="w1", held_claim={
+    claim = store.claim([cells[0].pk], worker="w1")
+    assert store.claim([cells[0].pk], worker="w1", held_claim={
         str(k): v for k, v in claim.items()}) == claim  # JSON keys are strings
     assert fresh(cells)[0].attempts == 1
 
@@ -250,7 +250,7 @@ def test_a_retry_resumes_its_own_claim_without_counting_an_attempt(version):
 def test_out_of_attempts_a_cell_fails_as_infrastructure(version, settings):
     settings.HARNESS_MAX_ATTEMPTS = 2
     cells = make_cells(version, seeds=(0,), attempts=2)
-    assert storage.claim([cells[0].pk], worker="w1") == {}
+    assert store.claim([cells[0].pk], worker="w1") == {}
     cell = fresh(cells)[0]
     assert (cell.status, cell.reason) == (Cell.FAILED, "infrastructure")
     assert "gave up after 2 attempts" in cell.error
@@ -258,9 +258,9 @@ def test_out_of_attempts_a_cell_fails_as_infrastructure(version, settings):
 
 def test_store_keeps_reason_and_captured_output(version):
     cells = make_cells(version, seeds=(0, 1))
-    claim = storage.claim([c.pk for c in cells], worker="w1")
+    claim = store.claim([c.pk for c in cells], worker="w1")
     suite = registry.suite_at("noisy-labels", SHORT)
-    storage.store_results(version, suite, [
+    store.store_results(version, suite, [
         CellResult("clean", 0, "killed", reason="memory", error="out of memory", captured="x" * 10),
         CellResult("clean", 1, "ok", metrics={"test_acc": 0.9}, captured="hello")], {},
         claim=claim)
@@ -378,7 +378,7 @@ def test_hard_time_limit_and_lost_pool_process_in_the_main_process(version, monk
     monkeypatch.setattr(NODE, "name", "cpu@test")
     cells = make_cells(version, seeds=(0, 1))
     other = make_cells(version, variants=("sym-0.4",), seeds=(0,))
-    storage.claim([c.pk for c in cells + other], worker="cpu@test")
+    store.claim([c.pk for c in cells + other], worker="cpu@test")
     args = [version.pk, "noisy-labels", SHORT, "clean", [0, 1]]
     task_module.run_group.on_failure(TimeLimitExceeded(90.0), "id", args, {}, None)
     assert {(c.status, c.reason) for c in fresh(cells)} == {(Cell.TIMEOUT, "wall")}
@@ -397,7 +397,7 @@ def test_hard_time_limit_and_lost_pool_process_in_the_main_process(version, monk
 def test_heartbeat_writes_at_most_once_per_interval(version, settings):
     settings.HARNESS_HEARTBEAT_INTERVAL = 0.0
     cells = make_cells(version, seeds=(0,))
-    claim = storage.claim([cells[0].pk], worker="w1")
+    claim = store.claim([cells[0].pk], worker="w1")
     Cell.objects.update(heartbeat_at=timezone.now() - timedelta(minutes=5))
     beat = heartbeat.Heartbeat(claim)
     beat.beat()
@@ -452,8 +452,8 @@ def test_reaper_resends_queued_cells_only_when_their_queue_is_empty(
 def test_a_restarted_worker_requeues_what_its_previous_life_held(version, sent):
     mine = make_cells(version, seeds=(0,))
     theirs = make_cells(version, variants=("sym-0.4",), seeds=(0,))
-    storage.claim([mine[0].pk], worker="cpu@box")
-    storage.claim([theirs[0].pk], worker="cpu@other")
+    store.claim([mine[0].pk], worker="cpu@box")
+    store.claim([theirs[0].pk], worker="cpu@other")
     assert reaper.release_own("cpu@box") == [mine[0].pk]
     assert fresh(mine)[0].status == Cell.QUEUED and fresh(theirs)[0].status == Cell.RUNNING
     assert [args[3] for args, _ in sent] == ["clean"]
@@ -463,7 +463,7 @@ def test_manage_py_reap_requeues_without_sending(version, settings):
     from django.core.management import call_command
 
     cells = make_cells(version, seeds=(0,))
-    storage.claim([cells[0].pk], worker="w")
+    store.claim([cells[0].pk], worker="w")
     Cell.objects.update(heartbeat_at=timezone.now() - timedelta(hours=1))
     call_command("reap", "--no-send")
     assert fresh(cells)[0].status == Cell.QUEUED
@@ -512,10 +512,10 @@ def test_status_page_shows_killed_with_its_reason_and_details_to_the_owner_only(
 
 def test_cells_held_query_only_matches_the_claims_attempt(version):
     cells = make_cells(version, seeds=(0,))
-    claim = storage.claim([cells[0].pk], worker="w")
-    assert Cell.objects.filter(storage.held(claim)).count() == 1
-    assert Cell.objects.filter(storage.held({cells[0].pk: 7})).count() == 0
-    assert Cell.objects.filter(storage.held({}) | Q(pk=-1)).count() == 0
+    claim = store.claim([cells[0].pk], worker="w")
+    assert Cell.objects.filter(store.held(claim)).count() == 1
+    assert Cell.objects.filter(store.held({cells[0].pk: 7})).count() == 0
+    assert Cell.objects.filter(store.held({}) | Q(pk=-1)).count() == 0
 
 
 # --- one command on a laptop: the web app and a worker, no server to install ------------
@@ -543,10 +543,10 @@ from harness.objectives.loading import load_objective
 from harness.contract import registry
 from webapp.execution import executors, heartbeat, status
 from webapp.execution import groups as work
-from webapp import storage
-from webapp.models import Cell, Submission
+from harness.storage import store
+from harness.storage.models import Cell, Submission
 suite = registry.suite_at("noisy-labels", "1.0+e2")
-version = storage.version_for(load_objective("ce"))
+version = store.version_for(load_objective("ce"))
 user = User.objects.create_user("laptop")
 cells = [Cell.objects.create(version=version, suite="noisy-labels", suite_version="1.0+e2",
                              variant=v, seed=s, variant_hash=suite.variant(v).config_hash(suite))
@@ -647,13 +647,13 @@ def test_a_running_group_writes_its_progress_with_the_heartbeat(version, setting
     cells = make_cells(version, variants=("sym-0.2",), seeds=(0, 1, 2, 3),
                        suite_version="1.0+e4")
     written: list[float | None] = []
-    real = storage.heartbeat
+    real = store.heartbeat
 
     def spy(claim, progress=None):
         written.append(progress)
         return real(claim, progress)
 
-    monkeypatch.setattr(storage, "heartbeat", spy)
+    monkeypatch.setattr(store, "heartbeat", spy)
     run_task(cells)
     reports = [p for p in written if p is not None]
     assert reports == sorted(reports) and reports[-1] == pytest.approx(1.0)
@@ -672,7 +672,7 @@ def test_a_running_group_writes_its_progress_with_the_heartbeat(version, setting
 def test_heartbeat_progress_is_bounded_and_a_new_claim_clears_it(version, settings):
     settings.HARNESS_HEARTBEAT_INTERVAL = 0.0
     (cell,) = make_cells(version, seeds=(0,))
-    claim = storage.claim([cell.pk], worker="w1")
+    claim = store.claim([cell.pk], worker="w1")
     beat = heartbeat.Heartbeat(claim, cells=4)
     assert beat.progress is None  # nothing reported yet
     beat.advance(1)
@@ -681,7 +681,7 @@ def test_heartbeat_progress_is_bounded_and_a_new_claim_clears_it(version, settin
     assert fresh([cell])[0].progress == 1.0
     Cell.objects.update(status=Cell.QUEUED)  # requeued by the reaper
     assert fresh([cell])[0].progress == 1.0
-    storage.claim([cell.pk], worker="w2")
+    store.claim([cell.pk], worker="w2")
     assert fresh([cell])[0].progress is None  # a fresh attempt starts from nothing
 
 

@@ -59,7 +59,7 @@ def failed_cell(db):
     """A private submission of alice's whose one cell failed with hostile output."""
     from django.contrib.auth.models import User
 
-    from webapp.models import Cell, Objective, ObjectiveVersion, Submission
+    from harness.storage.models import Cell, Objective, ObjectiveVersion, Submission
 
     alice = User.objects.create_user("alice", password="correct-horse-1")
     objective = Objective.objects.create(slug="tricky", name="tricky", owner=alice,

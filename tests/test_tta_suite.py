@@ -269,12 +269,12 @@ def test_the_suite_and_objective_pages_show_the_scenarios_own_numbers(client):
     heatmap has a column per corruption, the objective page draws the stream's error."""
     import json as jsonlib
 
-    from webapp import storage
-    from webapp.models import ObjectiveVersion
+    from harness.storage import store
+    from harness.storage.models import ObjectiveVersion
 
     for name in ("source", "tent"):
-        version = storage.version_for(load_objective(name))
-        storage.store_results(version, SUITE, [*run(name, "iid", [0]), *run(name, "gradual", [0])],
+        version = store.version_for(load_objective(name))
+        store.store_results(version, SUITE, [*run(name, "iid", [0]), *run(name, "gradual", [0])],
                               {"device": "cpu"})
 
     def page(url):

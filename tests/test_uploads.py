@@ -16,8 +16,8 @@ from django.test import Client
 
 from harness.contract.registry import get_suite
 from harness.contract.suite import CellResult
-from webapp import storage, tokens, verification
-from webapp.models import (
+from harness.storage import store
+from harness.storage.models import (
     ApiToken,
     Cell,
     Objective,
@@ -26,6 +26,7 @@ from webapp.models import (
     Upload,
     UploadedCell,
 )
+from webapp import tokens, verification
 
 pytestmark = pytest.mark.django_db
 
@@ -228,7 +229,7 @@ def test_an_upload_stores_the_claim_apart_and_queues_a_sample(alice, token):
     assert set(upload.sample.cells.all()) == set(cells)
     assert set(upload.claimed.filter(sampled=True).values_list("variant", "seed")) == sample
     # pending: on no public table, not even the sample's server cells once they land
-    assert upload.version not in storage.latest_versions(SUITE)
+    assert upload.version not in store.latest_versions(SUITE)
 
 
 def test_the_owner_sees_a_pending_upload_others_do_not(alice, token):
@@ -373,7 +374,7 @@ def _land(upload: Upload, change=None, env=ENV, status=Cell.OK, suite=SUITE):
                                   reason="objective" if status == Cell.FAILED else ""))
     ids = list(queued.values_list("pk", flat=True))
     Cell.objects.filter(pk__in=ids).update(status=Cell.RUNNING, attempts=1)
-    storage.store_results(version, suite, results, env, claim={pk: 1 for pk in ids})
+    store.store_results(version, suite, results, env, claim={pk: 1 for pk in ids})
     verification.settle_cells(ids)
     upload.refresh_from_db()
     return upload
@@ -392,8 +393,8 @@ def test_equal_numbers_verify_and_promote_the_claim_to_public_results(alice, tok
     promoted = cells.filter(environment__uploaded=upload.pk)
     assert promoted.count() == 4 and all(
         c.metrics.get(name="test_acc").value == 0.5 + c.seed / 100 for c in promoted)
-    assert upload.version in storage.latest_versions(SUITE)
-    assert storage.verified_versions([upload.version_id]) == {upload.version_id}
+    assert upload.version in store.latest_versions(SUITE)
+    assert store.verified_versions([upload.version_id]) == {upload.version_id}
     assert Client().get(f"/uploads/{upload.pk}/").status_code == 200  # public once verified
     assert Client().get("/api/objectives/my-ce").status_code == 200
     assert "my-ce" in Client().get("/api/objectives").content.decode()
@@ -413,7 +414,7 @@ def test_one_differing_value_is_a_mismatch_listing_that_cell_and_nothing_is_prom
     d = upload.differences[0]
     assert d["server"] == math.nextafter(d["local"], 1.0)
     assert Cell.objects.filter(version=upload.version).count() == 2  # the sample only
-    assert upload.version not in storage.latest_versions(SUITE)
+    assert upload.version not in store.latest_versions(SUITE)
     assert Client().get(f"/uploads/{upload.pk}/").status_code == 404
     assert Client().get("/objectives/my-ce/").status_code == 404  # nor its objective
     assert Client().get("/api/objectives/my-ce").status_code == 404
@@ -430,7 +431,7 @@ def test_different_numbers_on_a_different_vector_unit_are_unverifiable_not_misma
                    env={**ENV, "cpu_capability": "AVX2"})
     assert upload.status == Upload.UNVERIFIABLE
     assert "cpu_capability): yours AVX512, the server's AVX2" in upload.reason
-    assert upload.differences and upload.version not in storage.latest_versions(SUITE)
+    assert upload.differences and upload.version not in store.latest_versions(SUITE)
 
 
 def test_equal_numbers_on_a_different_machine_still_verify(token):

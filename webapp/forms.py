@@ -26,9 +26,9 @@ from harness.contract.suite import Suite
 from harness.objectives.loading import Objective as LoadedObjective
 from harness.objectives.loading import ObjectiveError, parse_assignments
 from harness.report.textsafe import hidden_characters
+from harness.storage.models import Cell, Objective, ObjectiveVersion, Submission
 from webapp.execution import executors
 from webapp.execution.groups import code_filename
-from webapp.models import Cell, Objective, ObjectiveVersion, Submission
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ table cache (:mod:`webapp.leaderboard.cache`), shared by every web process. Keys
 hash of the templates and template tags as well as the leaderboard code, so a deploy
 that changes how a page looks renders afresh.
 
-After cells land (:data:`webapp.storage.cells_landed`, sent once their transaction
+After cells land (:data:`harness.storage.store.cells_landed`, sent once their transaction
 committed), :func:`refresh` builds again, in the writer's process, what of that suite was
 built most recently: at most ``HARNESS_REFRESH_PAGES`` (default 4; 0 turns it off) suite
 bodies, API pages of tables, home bodies and objective bodies, so the next visitor of a
@@ -30,13 +30,13 @@ from django.utils.safestring import SafeString, mark_safe
 from harness.contract import heldout
 from harness.contract.registry import get_suite, suite_names
 from harness.contract.suite import Suite
+from harness.storage.models import FactorialCell, Objective, TableCache, Upload
 from webapp import leaderboard
 from webapp.leaderboard import cache
 from webapp.leaderboard.heldout import held_out_columns
 from webapp.leaderboard.lookup import with_values
 from webapp.leaderboard.tables import table_page_json, tables_json_key
 from webapp.leaderboard.variance import variance_sources
-from webapp.models import FactorialCell, Objective, TableCache, Upload
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def _recent(prefix: str, limit: int) -> list[list]:
 
 
 def on_landing(sender, *, suite: Suite, **_) -> None:
-    """Receiver of :data:`webapp.storage.cells_landed`."""
+    """Receiver of :data:`harness.storage.store.cells_landed`."""
     try:
         refresh(suite)
     except Exception:  # the cells are stored; a page refresh must never fail the writer

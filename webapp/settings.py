@@ -1,6 +1,6 @@
-"""Settings from environment variables, with safe local defaults.
-
-Default storage is an embedded SQLite file in the user's data directory;
+"""The web app's and the workers' settings, from environment variables, with safe local
+defaults. The results database is the storage app's (harness/storage/settings.py): an
+embedded SQLite file in the user's data directory unless
 ``DATABASE_URL=postgres://user:pass@host:port/name`` selects Postgres.
 """
 
@@ -8,35 +8,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
-from harness.home import data_dir
+from harness.storage.home import data_dir
+
+# The results database and the cells' lifecycle limits: the storage app's own settings.
+from harness.storage.settings import (  # noqa: F401
+    DATABASES,
+    DEFAULT_AUTO_FIELD,
+    HARNESS_HEARTBEAT_TIMEOUT,
+    HARNESS_MAX_ATTEMPTS,
+    TIME_ZONE,
+    USE_TZ,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def database_from_url(url: str | None) -> dict:
-    """Django DATABASES entry from a URL (postgres:// or sqlite:///path); None means embedded."""
-    if not url:
-        path = data_dir() / "harness.sqlite3"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path),
-                "OPTIONS": {"timeout": 30}}
-    parsed = urlparse(url)
-    if parsed.scheme == "sqlite":
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parsed.path) or ":memory:",
-                "OPTIONS": {"timeout": 30}}
-    if parsed.scheme in ("postgres", "postgresql"):
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": unquote(parsed.path.lstrip("/")),
-            "USER": unquote(parsed.username or ""),
-            "PASSWORD": unquote(parsed.password or ""),
-            "HOST": parsed.hostname or "",
-            "PORT": str(parsed.port or ""),
-            "CONN_MAX_AGE": 60,
-        }
-    raise ValueError(f"DATABASE_URL scheme {parsed.scheme!r} is not supported (postgres, sqlite)")
 
 
 DEBUG = os.environ.get("HARNESS_DEBUG", "") == "1"
@@ -49,6 +34,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "harness.storage",
     "webapp",
 ]
 MIDDLEWARE = [
@@ -63,10 +49,6 @@ MIDDLEWARE = [
 ]
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"
-DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL"))}
-DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-USE_TZ = True
-TIME_ZONE = "UTC"
 TEMPLATES = [{
     "BACKEND": "django.template.backends.django.DjangoTemplates",
     "DIRS": [],
@@ -141,10 +123,9 @@ CELERY_BROKER_URL = HARNESS_BROKER_URL or "filesystem://"
 HARNESS_VISIBILITY_TIMEOUT = float(os.environ.get("HARNESS_VISIBILITY_TIMEOUT") or 0) or None
 # A running cell's heartbeat is written every HEARTBEAT_INTERVAL seconds; one older than
 # HEARTBEAT_TIMEOUT means its worker is gone, and the reaper queues the cell again (at
-# most MAX_ATTEMPTS starts per cell, then it fails with reason "infrastructure").
+# most MAX_ATTEMPTS starts per cell, then it fails with reason "infrastructure"); those
+# two are the storage app's (harness/storage/settings.py).
 HARNESS_HEARTBEAT_INTERVAL = float(os.environ.get("HARNESS_HEARTBEAT_INTERVAL") or 10)
-HARNESS_HEARTBEAT_TIMEOUT = float(os.environ.get("HARNESS_HEARTBEAT_TIMEOUT") or 120)
-HARNESS_MAX_ATTEMPTS = int(os.environ.get("HARNESS_MAX_ATTEMPTS") or 3)
 # The reaper runs in every worker this often (0: never; `manage.py reap` runs it once), and
 # sends again the cells queued longer than REQUEUE_AFTER seconds while their queue is empty
 # (a broker that lost its messages).

@@ -12,7 +12,7 @@ import secrets
 from django.db.models import Q
 from django.utils import timezone
 
-from webapp.models import ApiToken
+from harness.storage.models import ApiToken
 
 PREFIX = "oh_"
 MAX_PER_USER = 20  # live tokens; an account page is no key store

@@ -2,7 +2,7 @@
 
 :func:`parse` checks the JSON body's shape and limits without touching the database;
 :func:`accept` checks it against the registry and the sandboxed validator, then stores the
-objective version, the claimed cells (:class:`~webapp.models.UploadedCell`, apart from the
+objective version, the claimed cells (:class:`~harness.storage.models.UploadedCell`, apart from the
 server's cells), the sample the server re-runs (:mod:`webapp.verification`) as a
 submission of its own, and hands that to the executor on commit. Anything refused raises
 :class:`UploadError` before a row is written.
@@ -25,11 +25,18 @@ from harness.contract.registry import builtins, get_suite
 from harness.contract.suite import Suite
 from harness.objectives.loading import Objective as LoadedObjective
 from harness.report.textsafe import hidden_characters, is_storable
+from harness.storage.models import (
+    Cell,
+    Objective,
+    ObjectiveVersion,
+    Submission,
+    Upload,
+    UploadedCell,
+)
 from webapp import verification
 from webapp.execution import executors
 from webapp.execution.groups import code_filename
 from webapp.forms import configured, queued_cell
-from webapp.models import Cell, Objective, ObjectiveVersion, Submission, Upload, UploadedCell
 
 FORMAT = 1
 MAX_SEEDS_PER_VARIANT = 20
@@ -308,5 +315,5 @@ def _store(user, parsed: Parsed, suite: Suite, slug: str, loaded: LoadedObjectiv
 
 
 def slug_for(name: str) -> str:
-    """The slug the local store gives an objective named ``name`` (``webapp.storage``)."""
+    """The slug the local store gives an objective named ``name`` (``harness.storage.store``)."""
     return slugify(name.replace("_", "-"))[:100]

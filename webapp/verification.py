@@ -39,8 +39,8 @@ from django.utils import timezone
 
 from harness.contract.registry import suite_at
 from harness.contract.suite import CellResult
-from webapp import storage
-from webapp.models import Cell, Upload, UploadedCell
+from harness.storage import store
+from harness.storage.models import Cell, Upload, UploadedCell
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def settle(upload_id: int) -> str:
         if any(c.status not in Cell.FINISHED for c in cells.values()):
             return upload.status
         claimed = list(upload.claimed.filter(sampled=True))
-        metrics, curves = storage.metrics_and_curves(c.pk for c in cells.values())
+        metrics, curves = store.metrics_and_curves(c.pk for c in cells.values())
         found, gaps, unfinished = [], [], []
         for c in claimed:
             cell = cells[(c.variant, c.seed)]
@@ -204,4 +204,4 @@ def _promote(upload: Upload, sampled: set[tuple[str, int]]) -> None:
                           info={**c.environment, "uploaded": upload.pk})
                for c in upload.claimed.exclude(sampled=True).order_by("variant", "seed")
                if (c.variant, c.seed) not in existing | sampled]
-    storage.store_results(upload.version, suite, results, {})
+    store.store_results(upload.version, suite, results, {})

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from harness.storage.models import Cell, Submission
 from webapp.execution.groups import GroupRun, groups
-from webapp.models import Cell, Submission
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 A :class:`QueuedGroup` is one objective version and suite version, some variants × seeds, so
 that the suite seed-batches them. A :class:`GroupRun` claims the group's cells
-(:func:`webapp.storage.claim`), trains them while beating their heartbeat, and stores
-them through :func:`webapp.storage.store_results`, every write fenced by the claim.
+(:func:`harness.storage.store.claim`), trains them while beating their heartbeat, and stores
+them through :func:`harness.storage.store.store_results`, every write fenced by the claim.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from django.db.models import Q
 from harness.contract.registry import suite_at
 from harness.contract.suite import CellResult, Suite
 from harness.runner.group import Group, run_group
-from webapp import storage, verification
+from harness.storage import store
+from harness.storage.models import Cell, ObjectiveVersion
+from webapp import verification
 from webapp.execution.database import DB_ERRORS, retry_db
 from webapp.execution.heartbeat import Heartbeat
 from webapp.execution.placement import device_for, torch_threads
-from webapp.models import Cell, ObjectiveVersion
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +80,13 @@ def groups(cells, *, per_variant: bool = True) -> list[QueuedGroup]:
 class GroupRun:
     """One worker's go at a group: claim it, train it with heartbeats, store it.
 
-    Every write after the claim is fenced by it (see :mod:`webapp.storage`), so a worker
+    Every write after the claim is fenced by it (see :mod:`harness.storage.store`), so a worker
     that lost its cells (the reaper gave them away) can no longer write them.
     """
 
     def __init__(self, group: QueuedGroup, worker: str, held: Mapping[int, int] | None = None):
         self.group, self.worker = group, worker
-        self.claimed: storage.Claim = {int(k): int(v) for k, v in (held or {}).items()}
+        self.claimed: store.Claim = {int(k): int(v) for k, v in (held or {}).items()}
         self._version: ObjectiveVersion | None = None
         self._suite: Suite | None = None
 
@@ -105,7 +106,7 @@ class GroupRun:
     def claim(self) -> bool:
         """Take the group's cells that nobody else holds; False when there are none."""
         ids = list(Cell.objects.filter(self.group.cells()).values_list("pk", flat=True))
-        self.claimed = storage.claim(ids, worker=self.worker, held_claim=self.claimed)
+        self.claimed = store.claim(ids, worker=self.worker, held_claim=self.claimed)
         return bool(self.claimed)
 
     def members(self) -> tuple[list[str], list[int]]:
@@ -152,14 +153,14 @@ class GroupRun:
         from harness.runner.environment import environment
 
         env = environment(device or device_for(self.suite, list(self.group.variants)))
-        stored = retry_db(lambda: storage.store_results(self.version, self.suite, results, env,
+        stored = retry_db(lambda: store.store_results(self.version, self.suite, results, env,
                                                         claim=self.claimed))
         verification.settle_cells(self.claimed)  # an upload's sample may have landed
         return stored
 
     def end(self, status: str, reason: str, error: str) -> int:
         """End the held cells without results (time limit, infrastructure)."""
-        ended = storage.finish(storage.held(self.claimed), status, reason, error)
+        ended = store.finish(store.held(self.claimed), status, reason, error)
         verification.settle_cells(self.claimed)
         return ended
 
@@ -173,7 +174,7 @@ class GroupRun:
                           self.group)
 
     def release(self) -> list[int]:
-        return storage.release(storage.held(self.claimed))
+        return store.release(store.held(self.claimed))
 
 
 def _sandboxed(group: Group, device: str, beat: Heartbeat) -> list[CellResult]:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from django.conf import settings
 from django.db import connection
 
-from webapp import storage
+from harness.storage import store
 from webapp.execution.database import DB_ERRORS, refresh_connection
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class Heartbeat:
             self.last = time.monotonic()
         try:
             refresh_connection()
-            if storage.heartbeat(self.claim, self.progress) == 0 and not self.lost:
+            if store.heartbeat(self.claim, self.progress) == 0 and not self.lost:
                 self.lost = True
                 log.warning("cells %s are no longer held by this worker", sorted(self.claim))
         except DB_ERRORS:

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from harness.contract.registry import get_suite
 from harness.contract.suite import REASONS, Suite
-from webapp.models import Cell, Submission
+from harness.storage.models import Cell, Submission
 
 STATUS_LABELS = {Cell.QUEUED: "queued", Cell.RUNNING: "running", Cell.OK: "done",
                  Cell.DIVERGED: "diverged", Cell.FAILED: "failed", Cell.TIMEOUT: "timeout",
@@ -26,7 +26,7 @@ def run_state(submission: Submission, viewer) -> dict:
     """
     from django.urls import reverse
 
-    from webapp.models import Metric
+    from harness.storage.models import Metric
 
     owner = viewer.is_authenticated and viewer.pk == submission.owner_id
     cells = list(submission.cells.order_by("suite", "variant", "seed"))

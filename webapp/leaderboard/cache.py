@@ -1,7 +1,7 @@
-"""Computed payloads, cached in :class:`~webapp.models.TableCache` and revalidated cheaply.
+"""Computed payloads, cached in :class:`~harness.storage.models.TableCache` and revalidated cheaply.
 
 A payload is stored under a key with a *fingerprint* of the cells it depends on:
-``finished:changes`` summed over the :class:`~webapp.models.CellTally` rows of a suite
+``finished:changes`` summed over the :class:`~harness.storage.models.CellTally` rows of a suite
 version (or of one variant, or one objective version), which database triggers keep as
 cells are written. A page first reads the tallies for every fingerprint it needs (a few
 rows per variant, not an aggregate over the cells), then all its payloads in one query; a
@@ -33,7 +33,7 @@ from django.db.models import Sum
 
 from harness.contract.suite import Suite
 from harness.report.jsonsafe import finite_or_none
-from webapp.models import CellTally, TableCache
+from harness.storage.models import CellTally, TableCache
 
 EMPTY = "0:0"
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from harness.contract import heldout
 from harness.contract.suite import Suite
-from webapp.models import Cell, Metric
+from harness.storage.models import Cell, Metric
 
 
 def held_out_columns(suite: Suite, rows: list[dict]) -> list[dict]:

@@ -22,9 +22,9 @@ from django.db.models import Count
 
 from harness.contract.suite import Suite
 from harness.report import stats
+from harness.storage.models import Cell, Metric, ObjectiveVersion
 from webapp.leaderboard import cache
 from webapp.leaderboard.state import SuiteState, resolve, versions_key
-from webapp.models import Cell, Metric, ObjectiveVersion
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 
 from harness.contract.suite import Suite, is_number
-from webapp import storage
+from harness.storage import store
+from harness.storage.models import Cell, Curve, Metric, Objective
 from webapp.leaderboard import cache
 from webapp.leaderboard.lookup import rounded, suite_of
 from webapp.leaderboard.pieces import headline_pieces
 from webapp.leaderboard.state import SuiteState, state_of
 from webapp.leaderboard.tables import table_versions
-from webapp.models import Cell, Curve, Metric, Objective
 
 # --- the headline across variants -------------------------------------------------------
 
@@ -95,7 +95,7 @@ def build_series(state: SuiteState, rows: list[dict] | None = None) -> dict:
     pieces = headline_pieces(state, names)  # resolves the table versions
     if rows is None:
         versions, ref = state.versions, state.ref
-        labels = storage.version_labels(versions)
+        labels = store.version_labels(versions)
         rows = [{"version_id": v.pk, "objective": labels[v.pk], "slug": v.objective.slug,
                  "is_builtin": v.objective.is_builtin,
                  "is_reference": ref is not None and v.pk == ref.pk} for v in versions]
@@ -314,7 +314,7 @@ def build_curves(obj: Objective, suite: Suite, variant: str) -> dict:
     diagram's bins."""
     versions, ref = table_versions(suite)
     chosen = [v for v in versions if v.objective_id == obj.pk]
-    labels = storage.version_labels(versions)
+    labels = store.version_labels(versions)
     ids = {v.pk for v in chosen}
     if ref is not None and ref.pk not in ids:
         ids.add(ref.pk)

@@ -11,7 +11,8 @@ from django.db.models import Exists, OuterRef
 from harness.contract.registry import all_suites
 from harness.contract.suite import Suite
 from harness.report import stats
-from webapp import storage
+from harness.storage import store
+from harness.storage.models import Cell, Objective, ObjectiveVersion
 from webapp.leaderboard import cache, plots
 from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of
 from webapp.leaderboard.pieces import headline_pieces, headline_values
@@ -21,7 +22,6 @@ from webapp.leaderboard.tables import (
     summaries,
     variant_tables_cached,
 )
-from webapp.models import Cell, Objective, ObjectiveVersion
 
 
 @dataclass
@@ -94,7 +94,7 @@ def objective_view(slug: str, viewer=None, *,
         obj = Objective.objects.select_related("owner").get(slug=slug)
     except Objective.DoesNotExist:
         raise NotFound(f"no objective {slug!r}") from None
-    if Objective.objects.filter(pk=obj.pk, pk__in=storage.unlisted_objectives(viewer)).exists():
+    if Objective.objects.filter(pk=obj.pk, pk__in=store.unlisted_objectives(viewer)).exists():
         raise NotFound(f"no objective {slug!r}")  # uploads not verified: the owner's only
     versions = list(obj.versions.order_by("-created", "-id"))
     mine = bool(viewer is not None and getattr(viewer, "is_authenticated", False)
@@ -257,6 +257,6 @@ def objective_choices() -> list[dict]:
     name (not one whose results are all unverified uploads)."""
     finished = Cell.objects.filter(version__objective=OuterRef("pk"), status__in=Cell.FINISHED)
     rows = (Objective.objects.filter(Exists(finished))
-            .exclude(pk__in=storage.unlisted_objectives()).order_by("name", "slug")
+            .exclude(pk__in=store.unlisted_objectives()).order_by("name", "slug")
             .values("slug", "name", "is_builtin"))
     return list(rows)

@@ -1,7 +1,7 @@
 """What a suite's cached payloads depend on: its cells' fingerprints and its table versions.
 
 A per-variant payload (a variant's table, its headline values) is valid while that
-variant's fingerprint and the suite's *table versions* (``storage.latest_versions`` plus
+variant's fingerprint and the suite's *table versions* (``store.latest_versions`` plus
 the reference version, with their labels) are unchanged: a cell landing in variant A
 leaves variant B's payloads as they are, unless it changes which versions the tables show
 (a version's first trained cell), which changes every variant's key. The table versions
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from django.db.models import Exists, OuterRef, Q
 
 from harness.contract.suite import Suite
+from harness.storage.models import Cell, Objective, ObjectiveVersion
 from webapp.leaderboard import cache
-from webapp.models import Cell, Objective, ObjectiveVersion
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """The leaderboard's tables: per-variant tables, per-suite summaries, the ranked home table.
 
 Which results a table uses: per suite version, the newest version of every (objective,
-label) with a result, a cell that trained (``storage.latest_versions``: one whose cells all
+label) with a result, a cell that trained (``store.latest_versions``: one whose cells all
 failed or were killed is on no public table), plus the suite's reference
-version (``storage.reference_version``). Statistics come from :mod:`harness.report.stats`
+version (``store.reference_version``). Statistics come from :mod:`harness.report.stats`
 through :func:`harness.report.tables.variant_tables`; nothing here computes an interval of its
 own.
 
@@ -27,13 +27,13 @@ from harness.contract.registry import all_suites
 from harness.contract.suite import Suite
 from harness.report import stats
 from harness.report.tables import CellRow, Memo, TableRow, variant_tables, worst_variant
-from webapp import storage
+from harness.storage import store
+from harness.storage.models import Cell, Metric, Objective, ObjectiveVersion
 from webapp.leaderboard import cache
 from webapp.leaderboard.comparisons import comparisons
 from webapp.leaderboard.lookup import KINDS, check_kind, suite_meta, suite_of, variant_of
 from webapp.leaderboard.pieces import headline_values
 from webapp.leaderboard.state import SuiteState, resolve, state_of, states_of, versions_key
-from webapp.models import Cell, Metric, Objective, ObjectiveVersion
 
 RANK_METHOD = ("IQM of normalized headline means over each suite's ranked variants (a "
                "common set per suite) where the objective has the suite's minimum of seeds on "
@@ -246,8 +246,8 @@ def _build_home(states: list[SuiteState]) -> dict:
 
 
 def table_versions(suite: Suite) -> tuple[list[ObjectiveVersion], ObjectiveVersion | None]:
-    versions = {v.pk: v for v in storage.latest_versions(suite)}
-    ref = storage.reference_version(suite)
+    versions = {v.pk: v for v in store.latest_versions(suite)}
+    ref = store.reference_version(suite)
     if ref is not None:
         versions.setdefault(ref.pk, ref)
     objectives = Objective.objects.in_bulk({v.objective_id for v in versions.values()})
@@ -279,7 +279,7 @@ def _build_variant_table(state: SuiteState, variant: str) -> dict:
     suite, versions, ref = state.suite, state.versions, state.ref
     headline = suite.headline_metric
     secondary = tuple(m.name for m in suite.metrics if m.name != headline.name)
-    labels = storage.version_labels(versions)
+    labels = store.version_labels(versions)
     with comparisons(suite, variant) as memo:
         rows = tables_for(suite, [variant], versions, ref, labels, memo).get(variant, [])
     return {**suite_meta(suite), "variant": variant,
@@ -307,7 +307,7 @@ def tables_for(suite: Suite, variants: list[str], versions: list[ObjectiveVersio
             values.setdefault((r.variant, r.objective), {})[r.seed] = x
     tracks = {r.objective: r.track for r in rows if r.track}
     named = {t.name: t.label for t in suite.tracks}
-    verified = storage.verified_versions(by_id)
+    verified = store.verified_versions(by_id)
     return {name: [{**_row_payload(tr, by_id[int(tr.objective)], labels[int(tr.objective)],
                                    values.get((name, tr.objective), {})),
                     "track": named.get(tracks.get(tr.objective, ""), ""),
@@ -367,7 +367,7 @@ def _build_summary(state: SuiteState, previous: dict | None = None) -> dict:
                 variant__in=defaults, version__in=[v.pk for v in todo])
                 .values_list("version_id", "status").order_by().annotate(n=Count("id"))):
             counts.setdefault(vid, {})[status] = n
-    labels = storage.version_labels(versions)
+    labels = store.version_labels(versions)
     ref_values = values.get(ref.pk, {}) if ref else {}
     rows = []
     for v in versions:

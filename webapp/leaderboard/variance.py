@@ -12,9 +12,9 @@ from django.db.models import Count
 from harness.contract.seeding import FACTORS
 from harness.contract.suite import Suite
 from harness.report.variance import INTERACTIONS, complete_grid, decompose
-from webapp import storage
+from harness.storage import store
+from harness.storage.models import FactorialCell, Objective
 from webapp.leaderboard.lookup import suite_of, variant_of
-from webapp.models import FactorialCell, Objective
 
 
 def variance_sources(suite: Suite | str, variant: str) -> dict | None:
@@ -31,7 +31,7 @@ def variance_sources(suite: Suite | str, variant: str) -> dict | None:
     sources.append({"name": INTERACTIONS,
                     "label": "interactions of the streams, and the rest"})
     rows = []
-    scores = storage.factorial_scores(suite, variant, head.name, public=True)
+    scores = store.factorial_scores(suite, variant, head.name, public=True)
     for version, values in sorted(scores.items(), key=lambda kv: kv[0].label):
         grid = complete_grid(values, suite.seed_streams)
         row = {"objective": version.label, "slug": version.objective.slug,

@@ -1,1 +1,1 @@
-"""Views: thin request handlers over webapp.leaderboard and webapp.storage."""
+"""Views: thin request handlers over webapp.leaderboard and harness.storage.store."""

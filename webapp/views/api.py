@@ -28,8 +28,9 @@ from harness.contract import registry
 from harness.contract.suite import Suite
 from harness.report.jsonsafe import finite_or_none
 from harness.report.textsafe import is_storable
-from webapp import leaderboard, openapi, storage
-from webapp.models import Cell, Curve, Metric, Objective, ObjectiveVersion
+from harness.storage import store
+from harness.storage.models import Cell, Curve, Metric, Objective, ObjectiveVersion
+from webapp import leaderboard, openapi
 
 logger = logging.getLogger(__name__)
 
@@ -330,7 +331,7 @@ def suite_detail(request: HttpRequest, name: str) -> dict:
 @api_view
 def objective_list(request: HttpRequest) -> dict:
     objectives = (Objective.objects.select_related("owner").order_by("slug")
-                  .exclude(pk__in=storage.unlisted_objectives(request.user)))
+                  .exclude(pk__in=store.unlisted_objectives(request.user)))
     builtin = _flag(request, "builtin")
     if builtin is not None:
         objectives = objectives.filter(is_builtin=builtin)
@@ -356,7 +357,7 @@ def objective_detail(request: HttpRequest, slug: str) -> dict:
 
 @api_view
 def results(request: HttpRequest) -> dict:
-    cells = Cell.objects.exclude(storage.held_out_cells())  # their draws are the secret's
+    cells = Cell.objects.exclude(store.held_out_cells())  # their draws are the secret's
     suite_name = request.GET.get("suite")
     variants = _listed(request, "variant")
     if suite_name:

@@ -14,9 +14,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_safe
 
+from harness.storage.models import Submission
 from webapp.execution.status import run_state
 from webapp.forms import SubmissionForm
-from webapp.models import Submission
 
 
 @login_required

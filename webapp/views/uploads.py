@@ -18,8 +18,8 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
+from harness.storage.models import Upload
 from webapp import tokens, uploads, verification
-from webapp.models import Upload
 from webapp.views.api import _error, _json
 
 STATUS_WORDS = {

@@ -2,7 +2,7 @@
 shows a populated leaderboard.
 
 The same code path as ``harness run suite`` (it calls the CLI's entry point): cells are
-trained seed-batched, judged by the suite and stored through ``webapp.storage``; cells
+trained seed-batched, judged by the suite and stored through ``harness.storage.store``; cells
 already stored are skipped, so rerunning it only fills gaps.
 """
 

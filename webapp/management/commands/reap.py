@@ -40,8 +40,8 @@ def _nothing(cells) -> int:
 
 def _through_runner(cells) -> int:
     """The configured runner (thread, inline) takes whole submissions: run theirs."""
+    from harness.storage.models import Submission
     from webapp.execution import executors
-    from webapp.models import Submission
 
     submissions = Submission.objects.filter(cells__in=cells).distinct()
     for submission in submissions:

@@ -31,7 +31,7 @@ from harness.objectives.loading import Objective as LoadedObjective
 from harness.report.jsonsafe import finite_or_none
 from harness.report.tables import CellRow
 from harness.report.textsafe import storable
-from webapp.models import (
+from harness.storage.models import (
     Cell,
     Curve,
     FactorialCell,

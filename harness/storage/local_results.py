@@ -10,8 +10,8 @@ from django.utils.text import slugify
 
 from harness.contract.suite import Suite
 from harness.objectives.loading import Objective as LoadedObjective
-from webapp import storage
-from webapp.models import Cell, Objective, ObjectiveVersion
+from harness.storage import store
+from harness.storage.models import Cell, Objective, ObjectiveVersion
 
 FORMAT = 1  # webapp.uploads.FORMAT on the server
 
@@ -72,7 +72,7 @@ def body(version: ObjectiveVersion, suite: Suite, variants: list[str] | None = N
         have = ", ".join(f"{v}: {n}" for v, n in (short or seeds).items()) or "none"
         raise NotUploadable(f"too few seeds: {suite.name} needs at least {suite.min_seeds} "
                             f"per variant (you have {have}); run more: {run} --seeds N")
-    metrics, curves = storage.metrics_and_curves(c.pk for c in here)
+    metrics, curves = store.metrics_and_curves(c.pk for c in here)
     return {
         "format": FORMAT,
         "objective": {"name": version.objective.name, "code": version.code,
