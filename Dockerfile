@@ -19,7 +19,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     STATIC_ROOT=/app/staticfiles \
     HARNESS_STATIC_MANIFEST=1
 
-# util-linux: `unshare` and `setpriv`, which the sandbox (harness/sandbox.py) uses to put
+# util-linux: `unshare` and `setpriv`, which the sandbox (harness/sandbox/) uses to put
 # untrusted objective code in its own namespaces and drop it to an unprivileged uid.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends util-linux \
@@ -33,10 +33,11 @@ RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home 
 
 WORKDIR /app
 
-# Dependencies first, from the pins in pyproject.toml, so that editing the code does not
-# reinstall torch (several GB with its CUDA libraries).
+# Dependencies first, from the pins in pyproject.toml (the engine's and the web and worker
+# extras'), so that editing the code does not reinstall torch (several GB with its CUDA
+# libraries).
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(dict.fromkeys(p['dependencies'] + p['optional-dependencies']['web'] + p['optional-dependencies']['worker'])))" > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt
 
@@ -49,7 +50,7 @@ COPY scripts ./scripts
 # The project itself (its dependencies are already satisfied), then the static files
 # (plotly.js, CSS) collected into STATIC_ROOT, outside the /data volume so a rebuilt image
 # never serves stale ones. whitenoise serves them from gunicorn.
-RUN pip install . \
+RUN pip install '.[web,worker]' \
  && rm -rf build ./*.egg-info \
  && python manage.py collectstatic --noinput -v 0 \
  && harness --help >/dev/null

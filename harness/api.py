@@ -322,12 +322,12 @@ def compare(a: ObjectiveLike, b: ObjectiveLike, *, suite: str,
     suite_obj = _suite(suite, epochs)
     setup()
     from harness.storage import store
-    from webapp import leaderboard
+    from webapp.leaderboard import lookup, profiles
 
     slugs = [store.slug_for(_name_of(x)) for x in (a, b)]
     try:
-        return Comparison(leaderboard.compare(*slugs, suite_obj))
-    except leaderboard.NotFound as exc:
+        return Comparison(profiles.compare(*slugs, suite_obj))
+    except lookup.NotFound as exc:
         raise HarnessError(str(exc)) from None
 
 

@@ -174,7 +174,7 @@ def test_dockerfile_entrypoint_and_base():
     static_root = next(w for w in env.split() if w.startswith("STATIC_ROOT="))
     assert not static_root.split("=", 1)[1].startswith("/data")  # outside the volume
     run = " ".join(args for op, args in instructions if op == "RUN")
-    assert "util-linux" in run and "pip install ." in run and "collectstatic" in run
+    assert "util-linux" in run and "pip install '.[web,worker]'" in run and "collectstatic" in run
 
 
 def test_dockerfile_copies_what_the_package_needs():

@@ -1,9 +1,10 @@
 """``python manage.py populate_baselines``: run the built-in baselines so a fresh install
 shows a populated leaderboard.
 
-The same code path as ``harness run suite`` (it calls the CLI's entry point): cells are
-trained seed-batched, judged by the suite and stored through ``harness.storage.store``; cells
-already stored are skipped, so rerunning it only fills gaps.
+An operator's entry point on the client's Python API (:func:`harness.api.run`, what
+``harness run suite`` calls): cells are trained seed-batched, judged by the suite and
+stored through :mod:`harness.storage.store` in the web app's database; cells already
+stored are skipped, so rerunning it only fills gaps.
 """
 
 from __future__ import annotations
@@ -30,29 +31,31 @@ class Command(BaseCommand):
 
     def handle(self, *args, suite=None, seeds=5, variants=None, objective=None, epochs=None,
                device="cpu", **options):
-        from harness.cli import main
+        from harness import api
 
         for name in suite or suite_names():
             spec = get_suite(name)
-            argv = ["run", "suite", name, "--seeds", str(seeds), "--device", device]
+            chosen = None
             if variants:
-                known = [v for v in variants if v in {x.name for x in spec.variants}]
-                if not known:
+                chosen = [v for v in variants if v in {x.name for x in spec.variants}]
+                if not chosen:
                     self.stdout.write(f"{name}: none of {', '.join(variants)} is a variant; "
                                       "skipped")
                     continue
-                argv += ["--variants", *known]
-            for o in objective or ():
-                argv += ["--objective", o]
             if epochs:
-                argv += ["--epochs", str(epochs)]
                 self.stdout.write(self.style.WARNING(
                     f"{name}: --epochs {epochs} stores results as version "
                     f"{spec.shortened(epochs).version}; the leaderboard shows v{spec.version}"))
-            self.stdout.write(f"{name}: harness {' '.join(argv)}")
-            code = main(argv)
-            if code:
-                raise CommandError(f"{name}: harness run suite exited with status {code}")
+            self.stdout.write(f"{name}: {', '.join(objective or spec.baselines)} on "
+                              f"{', '.join(chosen or spec.default_variants)}, {seeds} seeds")
+            try:
+                api.run(name, list(objective) if objective else None, variants=chosen,
+                        seeds=seeds, epochs=epochs, device=device,
+                        say=lambda line: self.stdout.write(line))
+            except (api.HarnessError, api.ObjectiveError) as exc:
+                raise CommandError(f"{name}: {exc}") from exc
+            except api.Interrupted as exc:
+                raise CommandError(f"{name}: interrupted; finished groups are stored") from exc
         self.stdout.write(self.style.SUCCESS(
             "smoke results stored (not shown on the leaderboard)" if epochs else
             "baselines stored: the leaderboard shows them"))
