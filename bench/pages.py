@@ -1,4 +1,6 @@
-"""Page latency at scale: is the leaderboard fast with 1M metric rows?
+"""Over 500 lines on purpose: one bench builds, measures and reports its database.
+
+Page latency at scale: is the leaderboard fast with 1M metric rows?
 
 Builds a throwaway PostgreSQL database (``--database``, default ``harness_bench``,
 created and dropped here with the harness role's CREATEDB), migrates it, and loads

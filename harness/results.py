@@ -217,7 +217,7 @@ class Results:
     def payload(self, kind: str, *, variant: str | None = None,
                 objective: str | None = None, index: int = 0) -> dict:
         """The data :meth:`figure` draws: the payload the page's plot of ``kind`` reads."""
-        from webapp.leaderboard import plots, tables
+        from webapp.leaderboard import boards, plots
 
         if kind not in FIGURES:
             raise ValueError(f"no figure {kind!r}: one of {', '.join(FIGURES)}")
@@ -225,14 +225,14 @@ class Results:
         variant = variant or self._first_variant()
         mine = {v.id for v in self._chosen()}
         if kind in ("strip", "family", "heatmap"):
-            table = tables.variant_table(suite, variant)
+            table = boards.variant_table(suite, variant)
             rows = [r for r in table["rows"] if r["version_id"] in mine]
             if kind == "strip":
                 return plots.strip_plot(table, rows)
             if kind == "heatmap":
                 drawn = suite.heatmap.variant if suite.heatmap and suite.heatmap.variant \
                     else variant
-                payload = plots.heatmap(suite, rows, tables.variant_table(suite, drawn))
+                payload = plots.heatmap(suite, rows, boards.variant_table(suite, drawn))
                 if payload is None:
                     raise ValueError(f"the {suite.name} suite declares no heatmap, or these "
                                      f"objectives have no values for it")

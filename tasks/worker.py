@@ -41,7 +41,7 @@ def default_threads(concurrency: int | None, cores: int | None = None) -> int:
     return max(1, cores // max(1, concurrency or cores))
 
 
-def torch_threads() -> int:
+def pool_threads() -> int:
     value = os.environ.get("HARNESS_TORCH_THREADS")
     return max(1, int(value)) if value else default_threads(NODE.concurrency)
 
@@ -57,7 +57,7 @@ def _remember_node(sender=None, instance=None, conf=None, options=None, **kwargs
 def _set_threads(**kwargs):
     import torch
 
-    threads = torch_threads()
+    threads = pool_threads()
     os.environ["HARNESS_TORCH_THREADS"] = str(threads)  # the sandbox's children get as many
     torch.set_num_threads(threads)
     log.info("pool process %d trains with %d torch threads", os.getpid(), threads)

@@ -1,4 +1,6 @@
-"""The read-only JSON API on a real PostgreSQL: shapes, values, pagination, filters,
+"""Over 500 lines on purpose: 27 API cases on one fixture of stored cells (``data``).
+
+The read-only JSON API on a real PostgreSQL: shapes, values, pagination, filters,
 private code, JSON errors, query counts, and the OpenAPI document against live answers."""
 
 from __future__ import annotations

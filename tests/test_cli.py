@@ -1,4 +1,6 @@
-"""End to end: the real `harness` command in subprocesses, on the embedded SQLite default.
+"""Over 500 lines on purpose: the verbs share one CLI run, made once per module.
+
+End to end: the real `harness` command in subprocesses, on the embedded SQLite default.
 
 Every run uses the smoke-run protocol (``--epochs 2``, stored as suite version
 "1.0+e2") with few seeds and variants; nothing is mocked. The database is read

@@ -16,7 +16,7 @@ from harness.report.variance import FACTORS, complete_grid, decompose
 from harness.storage import store
 from harness.storage.models import Cell, FactorialCell, Objective, ObjectiveVersion
 from tests.test_cli import IN_PROCESS, harness, query, strict_json
-from webapp.leaderboard.variance import variance_sources
+from webapp.leaderboard.factorial import variance_sources
 
 RUN = ["run", "suite", "noisy-labels", "-o", "ce", "--variants", "sym-0.4", "--epochs", "2",
        *IN_PROCESS]

@@ -17,7 +17,7 @@ import pytest
 
 from harness.contract.suite import Anchors, Fixture, MetricSpec, Suite, SuiteError, Variant
 from harness.data import fixtures
-from harness.runner.environment import torch_threads
+from harness.runner.environment import using_threads
 
 CALLS = Path(os.environ.get("FIXTURE_CALLS", "/nonexistent"))
 
@@ -139,7 +139,7 @@ def test_fixtures_build_with_one_torch_thread_whatever_the_process_has(calls):
     one trained with 1, so an entry must not depend on the machine that built it."""
     import torch
 
-    with torch_threads(2):
+    with using_threads(2):
         built = fixtures.load(suite(builder="tests.test_fixtures:build_threads"), "model", 0)
         assert int(built.arrays["threads"]) == 1
         assert torch.get_num_threads() == 2  # the process's own setting is given back

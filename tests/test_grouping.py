@@ -20,7 +20,7 @@ from harness.contract.chunks import Chunk, chunks, covering, members_trained
 from harness.contract.registry import get_suite, pipeline
 from harness.contract.suite import SuiteError
 from harness.objectives.loading import load_objective
-from harness.runner.environment import torch_threads
+from harness.runner.environment import using_threads
 from harness.runner.inprocess import run_cells
 from harness.runner.jobs import chunk_jobs
 from harness.runner.sandboxed import run_cells_sandboxed
@@ -54,7 +54,7 @@ def _trained(objective: str, variants: list[str], seeds: list[int]) -> dict[str,
 @pytest.fixture(scope="module", autouse=True)
 def _two_threads():
     # with several threads a kernel may split its work by the batch's size: the case to test
-    with torch_threads(2):
+    with using_threads(2):
         yield
 
 

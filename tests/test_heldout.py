@@ -204,7 +204,7 @@ def test_a_web_submission_runs_the_held_out_variant_and_shows_only_its_mean(
     from harness.storage.models import Submission
     from tests.test_submit import status, submit
     from webapp import leaderboard
-    from webapp.leaderboard.heldout import held_out_columns
+    from webapp.leaderboard.held_out_column import held_out_columns
 
     settings.HARNESS_RUN_EPOCHS, settings.HARNESS_EXECUTOR = 1, "inline"
     owner = client.__class__()

@@ -1,4 +1,6 @@
-"""webapp.leaderboard: known answers, fixed-anchor scores, the table cache, query counts.
+"""Over 500 lines on purpose: 29 known answers on one stored board (``board``).
+
+webapp.leaderboard: known answers, fixed-anchor scores, the table cache, query counts.
 
 Cells are stored with store.store_results (no training); every expected number is
 computed independently here with harness.report.stats on the same per-seed values.

@@ -15,7 +15,7 @@ from harness.storage import store
 from harness.storage.models import Cell, TableCache
 from tests.test_leaderboard import CE, ENV, GCE, MAE, SUITE, make_objective
 from webapp import leaderboard
-from webapp.leaderboard import pieces, tables
+from webapp.leaderboard import boards, pieces
 
 pytestmark = pytest.mark.django_db
 
@@ -113,10 +113,10 @@ def test_a_landing_recomputes_only_what_it_touches(monkeypatch):
     make_objective("gce", GCE)
     mae = make_objective("mae", MAE)
     _everything()  # every payload cached
-    built = Spy(monkeypatch, tables, "_build_variant_table")
+    built = Spy(monkeypatch, boards, "_build_variant_table")
     compared = Spy(monkeypatch, stats, "compare_paired")
-    rows = Spy(monkeypatch, tables, "relative")
-    summary_reads = Spy(monkeypatch, tables, "headline_values")
+    rows = Spy(monkeypatch, boards, "relative")
+    summary_reads = Spy(monkeypatch, boards, "headline_values")
     piece_reads = Spy(monkeypatch, pieces, "headline_values")
 
     _land(mae, "sym-0.4", 0, 0.75)  # a rerun; mae is neither the reference nor the best
@@ -152,7 +152,7 @@ def test_a_cell_landing_during_a_build_never_leaves_a_stale_entry_looking_fresh(
 
     _land(gce, "sym-0.4", 5, 0.95)
     monkeypatch.setattr(pieces, "headline_values", racing)
-    monkeypatch.setattr(tables, "headline_values", racing)
+    monkeypatch.setattr(boards, "headline_values", racing)
     leaderboard.suite_page(SUITE, "sym-0.4")
     monkeypatch.undo()
     assert landed

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner.environment import torch_threads
+from harness.runner.environment import using_threads
 from tests.pin_machine import fingerprint, groups, rerun
 
 DATA = Path(__file__).parent / "data"
@@ -41,7 +41,7 @@ PINNED = _pinned()
 def one_thread():
     """The fixture was computed with one torch thread (as workers run); the per-member
     loop's matrix products round differently with two."""
-    with torch_threads(1):
+    with using_threads(1):
         yield
 
 

@@ -165,7 +165,7 @@ def test_the_api_page_of_tables_is_served_as_a_fresh_computation_gives_it(client
 
 def test_a_landing_serializes_again_the_api_pages_people_read(
         client, monkeypatch, django_capture_on_commit_callbacks):
-    from webapp.leaderboard import tables
+    from webapp.leaderboard import boards
 
     make_objective("ce", CE)
     gce = make_objective("gce", GCE)
@@ -173,7 +173,7 @@ def test_a_landing_serializes_again_the_api_pages_people_read(
     client.get(url)
     with django_capture_on_commit_callbacks(execute=True):
         _land(gce, "sym-0.4", 9, 0.42)
-    builds = Spy(monkeypatch, tables, "variant_tables_cached")
+    builds = Spy(monkeypatch, boards, "variant_tables_cached")
     answer = client.get(url).json()
     assert builds.calls == []  # the writer serialized the page already
     assert {t["variant"]: len(next(r for r in t["rows"] if r["objective"] == "gce")["values"])

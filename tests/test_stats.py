@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from harness.report.stats import (
-    Comparison,
+    PairedComparison,
     Summary,
     _paired_statistics,  # the bootstrap replicate statistic
     compare_paired,
@@ -270,7 +270,7 @@ def test_compare_paired_lower_is_better_sign_convention():
 
 def test_compare_paired_identical_is_not_distinguishable():
     c = compare_paired(SPREAD, SPREAD.copy())
-    assert c == Comparison(5, 0.5, c.prob_ci_low, c.prob_ci_high, 0.0, 0.0, 0.0, False,
+    assert c == PairedComparison(5, 0.5, c.prob_ci_low, c.prob_ci_high, 0.0, 0.0, 0.0, False,
                            p_value=1.0, p_adjusted=1.0)
 
 

@@ -1,4 +1,6 @@
-"""Submission form, limits and safety, the local runner and the run status page.
+"""Over 500 lines on purpose: the form's every refusal shares its users and fixtures.
+
+Submission form, limits and safety, the local runner and the run status page.
 
 On the real PostgreSQL of webapp/settings_test.py. Submissions train for one epoch
 (HARNESS_RUN_EPOCHS=1) with the real engine: no mocks.

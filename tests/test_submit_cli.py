@@ -24,7 +24,7 @@ from django.contrib.auth.models import User
 import tasks
 from harness.contract.registry import builtins
 from harness.objectives.loading import read_source
-from harness.runner.environment import torch_threads
+from harness.runner.environment import using_threads
 from harness.storage.models import Cell, Upload
 from tests.conftest import cli_environment
 from tests.test_cli import IN_PROCESS  # a command costs seconds already: no pool too
@@ -69,7 +69,7 @@ def server(live_server, settings, monkeypatch, transactional_db):
     # An eager task trains in this process: one torch thread, as a worker started with
     # HARNESS_TORCH_THREADS=1 (else the numbers may differ for a reason that is not the
     # upload's, and a tampered value would be "unverifiable" instead of a mismatch)
-    with torch_threads(1):
+    with using_threads(1):
         yield live_server.url
     conf.task_always_eager, conf.task_eager_propagates = before
 

@@ -1,4 +1,6 @@
-"""Celery tasks, dispatch and the cell lifecycle, without a broker (the fault tests in
+"""Over 500 lines on purpose: a cell's whole lifecycle, read top to bottom.
+
+Celery tasks, dispatch and the cell lifecycle, without a broker (the fault tests in
 tests/test_faults.py run real workers): routing, grouping, time limits, claims and
 their fences, retries only for infrastructure, the reaper, and eager end-to-end runs of
 a built-in objective on the real PostgreSQL."""
@@ -116,15 +118,15 @@ def test_broker_defaults_to_the_embedded_filesystem_transport(settings, tmp_path
     assert options["visibility_timeout"] == 40.0 and options["unacked_restore_interval"] == 2
 
 
-def test_torch_threads_share_the_cores_between_pool_processes(monkeypatch):
+def test_pool_threads_share_the_cores_between_pool_processes(monkeypatch):
     assert default_threads(1, cores=2) == 2
     assert default_threads(2, cores=2) == 1
     assert default_threads(4, cores=2) == 1  # at least one
     assert default_threads(2, cores=16) == 8
     monkeypatch.setenv("HARNESS_TORCH_THREADS", "3")
-    from tasks.worker import torch_threads
+    from tasks.worker import pool_threads
 
-    assert torch_threads() == 3
+    assert pool_threads() == 3
 
 
 # --- routing, grouping and time limits ---------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Uploaded local results (``harness submit``) and their verification, on the real
+"""Over 500 lines on purpose: every refusal of one endpoint, beside its fixtures.
+
+Uploaded local results (``harness submit``) and their verification, on the real
 PostgreSQL: API tokens, every refusal of the upload endpoint (nothing half-stored), the
 secret sample, the exact comparison, and who sees what. The end-to-end runs, the CLI
 against a live server and a real worker, are in tests/test_submit_cli.py."""

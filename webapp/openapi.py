@@ -1,4 +1,6 @@
-"""The JSON API's OpenAPI 3.1 description, built from data.
+"""Over 500 lines on purpose: the whole API in one document, as served, so no path drifts.
+
+The JSON API's OpenAPI 3.1 description, built from data.
 
 ``ENDPOINTS`` lists every endpoint once (path, parameters, response schema, example
 requests); ``schema()`` turns that into the document served at ``/api/openapi.json``

@@ -33,10 +33,10 @@ from harness.contract.suite import Suite
 from harness.storage.models import FactorialCell, Objective, TableCache, Upload
 from webapp import leaderboard
 from webapp.leaderboard import cache
-from webapp.leaderboard.heldout import held_out_columns
+from webapp.leaderboard.boards import table_page_json, tables_json_key
+from webapp.leaderboard.factorial import variance_sources
+from webapp.leaderboard.held_out_column import held_out_columns
 from webapp.leaderboard.lookup import with_values
-from webapp.leaderboard.tables import table_page_json, tables_json_key
-from webapp.leaderboard.variance import variance_sources
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ Each test process (pytest, or each pytest-xdist worker) keeps its files in a dir
 its own, never the developer's: the embedded database, broker and static files
 (``HARNESS_HOME``) and the data root with its sandbox key (``HARNESS_DATA``). It is made
 here, before Django reads the settings that point into it; a test's subprocesses inherit it.
-tests/conftest.py removes it at the end. Suite fixtures are shared between the workers
-(content-addressed, built under a lock: tests/conftest.py)."""
+tests/plugin.py removes it at the end. Suite fixtures are shared between the workers
+(content-addressed, built under a lock: tests/plugin.py)."""
 
 import os
 import tempfile

@@ -11,7 +11,6 @@ submission of its own, and hands that to the executor on commit. Anything refuse
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -22,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from harness.contract.registry import builtins, get_suite
-from harness.contract.suite import Suite
+from harness.contract.suite import Suite, is_number
 from harness.objectives.loading import Objective as LoadedObjective
 from harness.report.textsafe import hidden_characters, is_storable
 from harness.storage.models import (
@@ -142,7 +141,7 @@ def _cell(suite: Suite, raw: Any, i: int) -> ClaimedCell:
     if step is not None and not (_is_int(step) and 0 <= step < 2 ** 31):
         raise bad(f"{where}.diverged_step must be an integer in [0, 2^31) or null")
     wall = c.get("wall_time")
-    if wall is not None and not _is_number(wall):
+    if wall is not None and not is_number(wall):
         raise bad(f"{where}.wall_time must be a finite number or null")
     declared = {m.name for m in suite.metrics}
     metrics = c["metrics"]
@@ -151,7 +150,7 @@ def _cell(suite: Suite, raw: Any, i: int) -> ClaimedCell:
     for name, value in metrics.items():
         if name not in declared:
             raise bad(f"{where}.metrics: {name!r} is not a metric of {suite.name}")
-        if not _is_number(value):
+        if not is_number(value):
             raise bad(f"{where}.metrics.{name} must be a finite number")
     if c["status"] == Cell.OK and suite.headline not in metrics:
         raise bad(f"{where}: an ok cell needs its headline metric {suite.headline!r}")
@@ -163,7 +162,7 @@ def _cell(suite: Suite, raw: Any, i: int) -> ClaimedCell:
         if name not in known:
             raise bad(f"{where}.curves: {name!r} is not a curve of {suite.name}")
         if not isinstance(values, list) or len(values) > MAX_CURVE_POINTS or not all(
-                v is None or _is_number(v) for v in values):
+                v is None or is_number(v) for v in values):
             raise bad(f"{where}.curves.{name} must be a list of at most {MAX_CURVE_POINTS} "
                       f"numbers (null where not finite)")
     if not isinstance(c["environment"], dict):
@@ -197,15 +196,6 @@ def _text(value: Any, what: str, limit: int | None) -> str:
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x: Any) -> bool:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return False
-    try:
-        return math.isfinite(x)
-    except OverflowError:  # an integer literal no float holds
-        return False
 
 
 # --- against the server ----------------------------------------------------------------

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.data import data_root
-from harness.runner.environment import torch_threads
+from harness.runner.environment import using_threads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -150,7 +150,7 @@ def _build(fixture: Fixture, config: dict[str, Any], seed: int | None) -> dict[s
     # count, so a model trained with 2 threads differs from one trained with 1 (0.0014
     # after 3 epochs of the unlearning target) and a cache entry would depend on the
     # machine that built it first.
-    with torch_threads(1):
+    with using_threads(1):
         arrays = builder(config, seed)
     if not isinstance(arrays, dict) or not arrays or not all(
             isinstance(k, str) and isinstance(v, np.ndarray) for k, v in arrays.items()):

@@ -1,4 +1,6 @@
-"""The leaderboard's plotly figures, one function per plot kind, for the web pages and
+"""Over 500 lines on purpose: every plot's figure in one file, which the page cache hashes.
+
+The leaderboard's plotly figures, one function per plot kind, for the web pages and
 for notebooks alike.
 
 Each function takes the plot's payload (the dict ``webapp.leaderboard`` builds for a page;
@@ -518,7 +520,7 @@ def variance(payload: Mapping) -> Figure:
     """Each seed stream's share of the variance between seeds, per objective: grouped
     horizontal bars (in %) with the share's 95% interval as an error bar.
 
-    ``payload`` (``webapp.leaderboard.variance.variance_sources(...)["plot"]``):
+    ``payload`` (``webapp.leaderboard.factorial.variance_sources(...)["plot"]``):
     ``{"objectives": [label], "sources": [{"name", "label", "share", "low", "high":
     [fraction or None per objective]}]}``.
     """

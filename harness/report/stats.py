@@ -54,7 +54,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 __all__ = [
-    "Comparison",
+    "PairedComparison",
     "Summary",
     "compare_paired",
     "holm",
@@ -85,7 +85,7 @@ class Summary:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class PairedComparison:
     """Paired comparison of x against y over seeds; positive ``mean_diff`` = x better.
 
     ``p_value``: the two-sided paired t-test of mean_diff = 0; ``p_adjusted``: the same,
@@ -209,7 +209,8 @@ def holm(p_values: ArrayLike) -> np.ndarray:
     return out
 
 
-def holm_adjust(comparisons: Mapping[str, Comparison | None]) -> dict[str, Comparison | None]:
+def holm_adjust(comparisons: Mapping[str, PairedComparison | None]
+                ) -> dict[str, PairedComparison | None]:
     """The same comparisons with ``p_adjusted`` and ``distinguishable`` Holm-corrected
     over the family (the ones with a p-value); None stays None."""
     names = [k for k, c in comparisons.items() if c is not None and not math.isnan(c.p_value)]
@@ -324,7 +325,7 @@ def compare_paired(
     n_resamples: int = 2000,
     seed: int = 0,
     min_seeds: int = 2,
-) -> Comparison:
+) -> PairedComparison:
     """Compares objective x with objective y on seeds aligned by position.
 
     ``x``, ``y``: (n,) scores where entry k of both comes from seed k (same init,
@@ -351,13 +352,13 @@ def compare_paired(
         xs, ys = -xs, -ys
     n = int(xs.size)
     if n == 0:
-        return Comparison(0, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, False)
+        return PairedComparison(0, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, False)
     prob = float(_poi(xs, ys))
     diff = xs - ys
     mean_diff = float(np.mean(diff))
     alpha = round(1.0 - confidence, 12)
     if n < max(2, min_seeds):
-        return Comparison(n, prob, _NAN, _NAN, mean_diff, _NAN, _NAN, False, alpha=alpha)
+        return PairedComparison(n, prob, _NAN, _NAN, mean_diff, _NAN, _NAN, False, alpha=alpha)
     low, high = _percentile_ci(
         (xs, ys),
         _paired_statistics,
@@ -371,7 +372,7 @@ def compare_paired(
     else:
         diff_low, diff_high = (float(v) for v in t_interval(diff, confidence))
     p = float(t_test(diff))
-    return Comparison(
+    return PairedComparison(
         n_pairs=n,
         prob_improvement=prob,
         prob_ci_low=float(low[0]),

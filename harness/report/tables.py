@@ -37,7 +37,7 @@ class TableRow:
     failed: int
     summary: stats.Summary
     secondary: dict[str, float] = field(default_factory=dict)
-    vs_reference: stats.Comparison | None = None
+    vs_reference: stats.PairedComparison | None = None
     tied_with_best: bool = False
     is_reference: bool = False
     # 95% bootstrap interval of the row's rank among the rows with enough seeds
@@ -90,7 +90,7 @@ def across_variants(rows: Iterable[CellRow], variants: list[str], *, headline: s
     return sorted(out, key=lambda r: (-sign * r.mean, r.objective)), sorted(left_out)
 
 
-Memo = MutableMapping[str, stats.Comparison]
+Memo = MutableMapping[str, stats.PairedComparison]
 
 
 def variant_tables(rows: Iterable[CellRow], *, headline: str, higher_is_better: bool,
@@ -165,7 +165,7 @@ def _scores(cells: list[CellRow], metric: str) -> dict[int, float]:
 
 
 def _compare(x: dict[int, float], y: dict[int, float], higher: bool,
-             min_seeds: int = 2, memo: Memo | None = None) -> stats.Comparison | None:
+             min_seeds: int = 2, memo: Memo | None = None) -> stats.PairedComparison | None:
     common = sorted(set(x) & set(y))
     if len(common) < 2:
         return None

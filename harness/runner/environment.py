@@ -12,7 +12,7 @@ PACKAGES = ("objective-harness", "torch", "numpy", "scipy", "scikit-learn")
 
 
 @contextmanager
-def torch_threads(n: int) -> Iterator[None]:
+def using_threads(n: int) -> Iterator[None]:
     """torch's intra-op threads set to ``n`` for the block, the process's own setting given
     back after (a kernel may split its sums by thread count: numbers depend on it)."""
     import torch

@@ -97,29 +97,23 @@ def main(workdir: Path) -> None:
     _serve(workdir, job)
 
 
-def _lock_down(workdir: Path, job: dict) -> list[str]:
-    """Landlock and seccomp (or exit: no objective runs without a requested layer), then
-    the audit-hook guard; returns the guard's record of refusals."""
-    from harness.sandbox import landlock, seccomp
-    from harness.sandbox.guard import Guard
+def _lock_down(workdir: Path, job: dict) -> None:
+    """Every layer the child applies itself, in the order of
+    :data:`harness.sandbox.layers.LAYERS` (Landlock, seccomp, then the audit-hook guard),
+    as ``job`` asks; or exit: no objective runs without a requested layer."""
+    from harness.sandbox import layers
 
     device = job.get("device", "cpu")
-    read = read_roots(workdir, job.get("pid_namespace", False), device)
-    write = write_roots(workdir, device)
+    confinement = layers.Confinement(
+        read_roots(workdir, job.get(layers.NAMESPACES.flag, False), device),
+        write_roots(workdir, device))
     try:
-        if job.get("landlock", True):
-            landlock.restrict(read, write)
-        if job.get("seccomp", True):
-            seccomp.install()
+        layers.lock_down(job, confinement)
     except OSError as exc:
         print(f"sandbox setup failed: {exc}", file=sys.stderr, flush=True)
         os._exit(SETUP_FAILED)
-    guard = Guard(read, write)
-    if job.get("python_guard", True):
-        guard.install()
     sys.stdout.reconfigure(line_buffering=True)  # what it printed survives a fatal refusal
     print(READY, file=sys.stderr, flush=True)  # from here on, an exit is the objective's
-    return guard.violations
 
 
 def _serve(workdir: Path, job: dict) -> None:

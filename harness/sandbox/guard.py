@@ -58,10 +58,9 @@ class Guard:
     def __init__(self, read: Iterable[str], write: Iterable[str]) -> None:
         self.read = tuple(_real(p) for p in read)
         self.write = tuple(_real(p) for p in write)
-        self.violations: list[str] = []
 
     def install(self) -> None:
-        sys.addaudithook(_hook(self.read, self.write, self.violations))
+        sys.addaudithook(_hook(self.read, self.write))
         _unplug_fork_exec()
 
 
@@ -83,7 +82,7 @@ def _unplug_fork_exec() -> None:
                 setattr(module, name, fork_exec)
 
 
-def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
+def _hook(read: tuple[str, ...], write: tuple[str, ...]):
     """The audit hook. Everything it calls is bound here, at install time (builtins,
     ``posix`` functions, the marker and the exit status), and anything unexpected while
     it checks an event (an odd argument, a patched helper raising) ends the process as a
@@ -117,8 +116,6 @@ def _hook(read: tuple[str, ...], write: tuple[str, ...], record: list[str]):
     def refuse(what: str) -> None:
         try:
             message = f"sandbox: {what} is not allowed"
-            if len_(record) < 50:
-                record.append(message)
             sigmask(signal.SIG_BLOCK, quiet)  # a closed or full pipe cannot stop the exit
             st = fstat(report)
             if (st.st_dev, st.st_ino) == reported:

@@ -5,8 +5,10 @@
 starts ``unshare … setpriv … python -I -m harness.sandbox.child`` per child. Both give
 the child new network, PID, IPC and mount namespaces, rlimits, no capabilities, and
 Landlock, seccomp and the guard; only ``fork`` adds the pids and memory cgroups, the
-tmpfs work directory of the disk quota and the minimal root (``Running``'s attributes
-say which a launch got), and saves ~1.5 s of CPU per child.
+tmpfs work directory of the disk quota and the minimal root (a launch's attributes named
+by the layers, :func:`harness.sandbox.layers.launched`, say which it got), and saves
+~1.5 s of CPU per child. What the machine grants is every layer's probe
+(:func:`isolation_support`).
 """
 
 from __future__ import annotations
@@ -15,11 +17,9 @@ import atexit
 import fcntl
 import functools
 import json
-import logging
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,11 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.contract import registry
-
-log = logging.getLogger(__name__)
-
-RLIMITS = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_FSIZE",
-           "RLIMIT_CORE")
+from harness.sandbox import layers
 
 
 class SandboxUnavailable(RuntimeError):
@@ -59,12 +55,8 @@ class Launch:
 class Running(Protocol):
     pid: int
     output: Any  # a binary stream of the child's stdout and stderr
-    # The kernel layers this launch got (all False in exec mode): a pids cgroup, a memory
-    # cgroup, a tmpfs of the disk quota as work directory, the minimal root.
-    pids_cgroup: bool
-    memory_cgroup: bool
-    tmpfs_workdir: bool
-    minimal_root: bool
+    # And one bool per name in layers.launched(): the kernel layers this launch got (all
+    # False in exec mode): pids_cgroup, memory_cgroup, tmpfs_workdir, minimal_root.
 
     def poll(self) -> tuple[int, float] | None:
         """(exit code, negative for a signal; CPU seconds) once it ended, else None."""
@@ -131,7 +123,8 @@ class _Exec:
             pass_fds=(3, 4) if channel else ())
         self.pid = self.proc.pid
         self.output = self.proc.stdout
-        self.pids_cgroup = self.memory_cgroup = self.tmpfs_workdir = self.minimal_root = False
+        for name in layers.launched():
+            setattr(self, name, False)
 
     def poll(self) -> tuple[int, float] | None:
         pid, status, usage = os.wait4(self.pid, os.WNOHANG)
@@ -215,8 +208,8 @@ class _Zygote:
             self.close()
             raise SandboxUnavailable("the sandbox fork server did not start the child")
         forked = _Forked(self, reply["pid"], os.fdopen(read, "rb", buffering=0))
-        for layer in ("pids_cgroup", "memory_cgroup", "tmpfs_workdir", "minimal_root"):
-            setattr(forked, layer, bool(reply.get(layer)))
+        for name in layers.launched():
+            setattr(forked, name, bool(reply.get(name)))
         return forked
 
     def _receive(self, timeout: float | None) -> dict | None:
@@ -243,7 +236,8 @@ class _Zygote:
 class _Forked:
     def __init__(self, zygote: _Zygote, pid: int, output: Any) -> None:
         self.zygote, self.pid, self.output = zygote, pid, output
-        self.pids_cgroup = self.memory_cgroup = self.tmpfs_workdir = self.minimal_root = False
+        for name in layers.launched():
+            setattr(self, name, False)
         self.ended = False  # the fork server's last reply for this job was read
 
     def poll(self) -> tuple[int, float] | None:
@@ -333,36 +327,9 @@ def shutdown() -> None:
 
 @functools.cache
 def isolation_support() -> dict[str, Any]:
-    """Which kernel layers this machine grants (probed once per process)."""
-    from harness.sandbox import landlock
-    namespaces = False
-    if shutil.which("unshare"):
-        try:
-            probe = subprocess.run(["unshare", "--net", "--pid", "--ipc", "--fork",
-                                    "--kill-child", "--mount-proc", "true"],
-                                   capture_output=True, timeout=20)
-            namespaces = probe.returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            namespaces = False
-    return {"namespaces": namespaces, "landlock": landlock.abi_version(),
-            "setpriv": shutil.which("setpriv") is not None,
-            "uid_drop": os.geteuid() == 0 and _readable_by_others()}
-
-
-def _readable_by_others() -> bool:
-    """Whether an unprivileged uid can run this interpreter and import the harness."""
-    import numpy as np
-
-    import harness
-
-    paths = [Path(sys.executable).resolve(), Path(os.__file__).resolve(),
-             Path(harness.__file__).resolve(), Path(np.__file__).resolve()]
-    for path in paths:
-        for part in [*reversed(path.parents), path]:
-            mode = part.stat().st_mode
-            if part.is_dir() and not mode & 0o001 or not part.is_dir() and not mode & 0o004:
-                return False
-    return True
+    """Which kernel layers this machine grants: every layer's probe
+    (:func:`harness.sandbox.layers.probe`), once per process."""
+    return layers.probe()
 
 
 def sandbox_uid(support: dict[str, Any]) -> int | None:

@@ -2,7 +2,8 @@
 
 It gets a private work directory holding ``job.json`` and the objective's file, is
 launched through :mod:`harness.sandbox.launch` (namespaces, rlimits, cgroups, dropped
-privileges; Landlock, seccomp and the guard once it has imported what it needs) and is
+privileges; Landlock, seccomp and the guard once it has imported what it needs: the
+layers of :mod:`harness.sandbox.layers`, which this side checks, asks for and records) and is
 handed three pipes: requests in (its descriptor 0), replies out (3) and the guard's
 report of a refusal (4). Its stdout and stderr are captured (the head kept, the rest
 counted: printing past 256× the cap kills it) and shown only to the objective's owner,
@@ -26,7 +27,7 @@ from typing import Any
 from harness.contract import registry
 from harness.contract.suite import Suite
 from harness.sandbox import launch as launcher
-from harness.sandbox import seccomp
+from harness.sandbox import layers
 from harness.sandbox.child import READY, SETUP_FAILED
 from harness.sandbox.guard import MARKER, VIOLATION_EXIT
 from harness.sandbox.launch import SandboxUnavailable, isolation_support
@@ -63,14 +64,10 @@ class Process:
     def __init__(self, fields: dict[str, Any], code: str, filename: str, limits: Limits, *,
                  threads: int = 1, device: str = "cpu", python_guard: bool = True) -> None:
         support = isolation_support()
-        strict = os.environ.get("HARNESS_SANDBOX_STRICT", "") == "1"
-        if strict and not (support["namespaces"] and support["landlock"]
-                           and seccomp.supported()):
-            raise SandboxUnavailable(f"HARNESS_SANDBOX_STRICT=1 but this machine offers "
-                                     f"{support}")
-        if strict and os.environ.get("HARNESS_SANDBOX_MODE") == "exec":
-            raise SandboxUnavailable("HARNESS_SANDBOX_STRICT=1 needs the fork server: exec "
-                                     "mode has no cgroups and no private work directory")
+        if os.environ.get("HARNESS_SANDBOX_STRICT", "") == "1":
+            problem = layers.strict_problem(support, os.environ.get("HARNESS_SANDBOX_MODE"))
+            if problem:
+                raise SandboxUnavailable(problem)
         self.limits, self.python_guard, self.support = limits, python_guard, support
         base = os.environ.get("HARNESS_SANDBOX_DIR") or None
         self.workdir = Path(tempfile.mkdtemp(prefix="harness-sandbox-", dir=base))
@@ -87,9 +84,8 @@ class Process:
             (self.workdir / filename).write_text(code, encoding="utf-8")
             (self.workdir / "job.json").write_text(json.dumps({
                 **fields, "objective_file": filename, "threads": threads, "device": device,
-                "suite_packages": registry.import_roots(), "python_guard": python_guard,
-                "landlock": support["landlock"] > 0, "seccomp": seccomp.supported(),
-                "pid_namespace": support["namespaces"]}))
+                "suite_packages": registry.import_roots(),
+                **layers.job_flags(layers.Setup(support, python_guard=python_guard))}))
             if self.uid is not None:
                 _chown_tree(self.workdir, self.uid)
             spec = launcher.Launch(self.workdir, _rlimits(limits), self.uid,
@@ -179,14 +175,8 @@ class Process:
     def isolation(self) -> dict[str, Any]:
         """What this side asked for; the child fails closed when it cannot apply a layer,
         and nothing the child says about itself is recorded."""
-        support = self.support
-        return {"mode": os.environ.get("HARNESS_SANDBOX_MODE", "fork"),
-                "namespaces": support["namespaces"], "uid": self.uid or 0,
-                "landlock": support["landlock"] if support["landlock"] > 0 else None,
-                "seccomp": seccomp.supported(), "python_guard": self.python_guard,
-                "pids_cgroup": bool(getattr(self.running, "pids_cgroup", False)),
-                "memory_cgroup": bool(getattr(self.running, "memory_cgroup", False)),
-                "tmpfs_workdir": self.tmpfs}
+        return isolation_record(layers.Setup(self.support, self.uid, self.python_guard,
+                                             self.running))
 
     def scrub(self, text: str) -> str:
         """Messages name the user's file, never the server's work directory."""
@@ -207,6 +197,13 @@ class Process:
         if self.uid is not None and not self.support["namespaces"]:
             launcher.kill_uid(self.uid)  # no PID namespace took its processes with it
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def isolation_record(setup: layers.Setup) -> dict[str, Any]:
+    """A cell's ``environment.sandbox`` of one process: the launch mode, then every
+    layer's record (:func:`harness.sandbox.layers.recorded`)."""
+    return {"mode": os.environ.get("HARNESS_SANDBOX_MODE", "fork"),
+            **layers.recorded(setup)}
 
 
 def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:

@@ -1,4 +1,6 @@
-"""A procedurally generated corpus for the unlearning suites: mini-TOFU QA and mini-MUSE text.
+"""Over 500 lines on purpose: the generated corpus's word lists are data.
+
+A procedurally generated corpus for the unlearning suites: mini-TOFU QA and mini-MUSE text.
 
 130 fictitious authors (ids 0–99 trained, 100–129 never trained), each with 10 attributes,
 20 QA (TOFU's question, answer, paraphrased answer and 5 perturbed answers) and 3 biography

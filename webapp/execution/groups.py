@@ -26,7 +26,7 @@ from harness.storage.models import Cell, ObjectiveVersion
 from webapp import verification
 from webapp.execution.database import DB_ERRORS, retry_db
 from webapp.execution.heartbeat import Heartbeat
-from webapp.execution.placement import device_for, torch_threads
+from webapp.execution.placement import device_for, training_threads
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class GroupRun:
                     path = Path(tmp) / code_filename(version.objective.slug)
                     path.write_text(version.code, encoding="utf-8")
                     results = run_group(self._to_run(str(path), variants, seeds),
-                                        device=device, threads=torch_threads(),
+                                        device=device, threads=training_threads(),
                                         progress=beat.advance)
                     for r in results:
                         r.error = scrub_paths(scrub_paths(r.error, Path(tmp).resolve()), tmp)
@@ -181,7 +181,7 @@ def _sandboxed(group: Group, device: str, beat: Heartbeat) -> list[CellResult]:
     """A submitted objective's cells, trained in the sandbox and judged here; a failure of
     the sandbox itself (not of the objective) is an infrastructure error, retried."""
     try:
-        return run_group(group, device=device, threads=torch_threads(), heartbeat=beat.beat,
+        return run_group(group, device=device, threads=training_threads(), heartbeat=beat.beat,
                          progress=beat.advance)
     except DB_ERRORS:
         raise  # the heartbeat's database, retried as such

@@ -7,7 +7,7 @@ import os
 from harness.contract.suite import Suite
 
 
-def torch_threads() -> int:
+def training_threads() -> int:
     """Threads a training process of this worker may use (HARNESS_TORCH_THREADS)."""
     value = os.environ.get("HARNESS_TORCH_THREADS")
     if value:

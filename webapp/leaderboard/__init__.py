@@ -3,7 +3,7 @@
 Payloads are plain JSON-serializable dicts (NaN becomes ``None``), computed from the
 suites' declarations (:mod:`harness.contract.suite`) and cached (:mod:`~webapp.leaderboard.cache`):
 
-- :mod:`~webapp.leaderboard.tables`: per-variant tables, per-suite summaries, the ranked
+- :mod:`~webapp.leaderboard.boards`: per-variant tables, per-suite summaries, the ranked
   home table, exports;
 - :mod:`~webapp.leaderboard.profiles`: an objective across suites, and two compared;
 - :mod:`~webapp.leaderboard.plots`: strip, family, curve, scatter and reliability data;
@@ -15,18 +15,7 @@ suites' declarations (:mod:`harness.contract.suite`) and cached (:mod:`~webapp.l
   paired comparisons a rebuilt table reuses.
 """
 
-from webapp.leaderboard.lookup import KINDS, NotFound
-from webapp.leaderboard.pages import SuiteView, suite_page, suite_view
-from webapp.leaderboard.plots import family_plot, family_series, strip_plot, variant_axis
-from webapp.leaderboard.profiles import (
-    ObjectiveView,
-    compare,
-    objective_choices,
-    objective_profile,
-    objective_suites,
-    objective_view,
-)
-from webapp.leaderboard.tables import (
+from webapp.leaderboard.boards import (
     RANK_METHOD,
     HomeView,
     export_tables,
@@ -37,6 +26,17 @@ from webapp.leaderboard.tables import (
     table_page_json,
     variant_table,
     visible_rows,
+)
+from webapp.leaderboard.lookup import KINDS, NotFound
+from webapp.leaderboard.pages import SuiteView, suite_page, suite_view
+from webapp.leaderboard.plots import family_plot, family_series, strip_plot, variant_axis
+from webapp.leaderboard.profiles import (
+    ObjectiveView,
+    compare,
+    objective_choices,
+    objective_profile,
+    objective_suites,
+    objective_view,
 )
 
 __all__ = ["KINDS", "RANK_METHOD", "HomeView", "NotFound", "ObjectiveView", "SuiteView",

@@ -24,16 +24,16 @@ from webapp.leaderboard import cache
 class Memo(MutableMapping):
     """Comparisons known from the last build; what this build used is kept for the next."""
 
-    def __init__(self, known: dict[str, stats.Comparison]):
+    def __init__(self, known: dict[str, stats.PairedComparison]):
         self.known, self.used = known, {}
         self.computed = 0
 
-    def __getitem__(self, key: str) -> stats.Comparison:
+    def __getitem__(self, key: str) -> stats.PairedComparison:
         if key not in self.used:
             self.used[key] = self.known[key]
         return self.used[key]
 
-    def __setitem__(self, key: str, value: stats.Comparison) -> None:
+    def __setitem__(self, key: str, value: stats.PairedComparison) -> None:
         self.computed += 1
         self.used[key] = value
 
@@ -63,10 +63,10 @@ def comparisons(suite: Suite, variant: str) -> Iterator[Memo]:
         cache.store([(key, "-", {k: _fields(c) for k, c in memo.used.items()})])
 
 
-def _fields(c: stats.Comparison) -> dict:
+def _fields(c: stats.PairedComparison) -> dict:
     return {f: (None if isinstance(x, float) and not math.isfinite(x) else x)
             for f, x in dataclasses.asdict(c).items()}
 
 
-def _comparison(fields: dict) -> stats.Comparison:
-    return stats.Comparison(**{f: (math.nan if x is None else x) for f, x in fields.items()})
+def _comparison(fields: dict) -> stats.PairedComparison:
+    return stats.PairedComparison(**{f: (math.nan if x is None else x) for f, x in fields.items()})

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from harness.contract.suite import Suite
 from webapp.leaderboard import cache, plots, ranking
+from webapp.leaderboard.boards import summaries, variant_tables_cached, visible_rows
 from webapp.leaderboard.lookup import check_kind, suite_meta, suite_of, variant_of
 from webapp.leaderboard.state import SuiteState, state_of
-from webapp.leaderboard.tables import summaries, variant_tables_cached, visible_rows
 
 
 @dataclass

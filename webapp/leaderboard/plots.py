@@ -25,10 +25,10 @@ from harness.contract.suite import Suite, is_number
 from harness.storage import store
 from harness.storage.models import Cell, Curve, Metric, Objective
 from webapp.leaderboard import cache
+from webapp.leaderboard.boards import table_versions
 from webapp.leaderboard.lookup import rounded, suite_of
 from webapp.leaderboard.pieces import headline_pieces
 from webapp.leaderboard.state import SuiteState, state_of
-from webapp.leaderboard.tables import table_versions
 
 # --- the headline across variants -------------------------------------------------------
 

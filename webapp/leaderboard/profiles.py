@@ -14,14 +14,14 @@ from harness.report import stats
 from harness.storage import store
 from harness.storage.models import Cell, Objective, ObjectiveVersion
 from webapp.leaderboard import cache, plots
-from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of
-from webapp.leaderboard.pieces import headline_pieces, headline_values
-from webapp.leaderboard.state import SuiteState, states_of
-from webapp.leaderboard.tables import (
+from webapp.leaderboard.boards import (
     relative,
     summaries,
     variant_tables_cached,
 )
+from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of
+from webapp.leaderboard.pieces import headline_pieces, headline_values
+from webapp.leaderboard.state import SuiteState, states_of
 
 
 @dataclass

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_safe
 
 from harness.storage.models import Upload
 from webapp import tokens, uploads, verification
-from webapp.views.api import _error, _json
+from webapp.views.json_api import _error, _json
 
 STATUS_WORDS = {
     Upload.PENDING: "pending: the server is re-running a sample of your seeds",

@@ -20,7 +20,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from harness.models.mlp import mlp
-from harness.runner.environment import torch_threads
+from harness.runner.environment import using_threads
 from harness.train import Optimizer, Shuffled, TrainConfig, stacked_init, train_members
 from suites.certified import bounds
 
@@ -32,7 +32,7 @@ CIFAR_STD = torch.tensor([0.2023, 0.1994, 0.2010], dtype=F64)
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
     """Tiny ops: one thread is as fast and is not slowed down by a busy neighbour."""
-    with torch_threads(1):
+    with using_threads(1):
         yield
 
 
