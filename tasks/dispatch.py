@@ -74,10 +74,10 @@ def _members(group: QueuedGroup) -> int:
 
 
 def send(group: QueuedGroup, connection=None) -> None:
-    from tasks.tasks import run_group
+    from tasks.tasks import run_queued_group
 
     (variant,) = group.variants  # a task trains one variant's seeds
-    run_group.apply_async(
+    run_queued_group.apply_async(
         args=[group.version_id, group.suite, group.suite_version, variant, list(group.seeds)],
         connection=connection, **route(group))
 

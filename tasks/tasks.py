@@ -46,7 +46,7 @@ def worker_name() -> str:
 
 
 class GroupRequest(Request):
-    """The worker's main process's view of a run_group message.
+    """The worker's main process's view of a run_queued_group message.
 
     When the pool process running it dies (killed, out of memory), its cells go back to
     the queue before the message is rejected and redelivered, so the redelivery can take
@@ -77,8 +77,8 @@ class GroupTask(Task):
                       " s)")
 
 
-@app.task(bind=True, base=GroupTask, name="tasks.run_group")
-def run_group(self, version_id: int, suite: str, suite_version: str, variant: str,
+@app.task(bind=True, base=GroupTask, name="tasks.run_queued_group")
+def run_queued_group(self, version_id: int, suite: str, suite_version: str, variant: str,
               seeds: list[int], held: dict | None = None) -> dict:
     """Claim, train and store the group's cells; see the module docstring.
 

@@ -63,7 +63,7 @@ def fresh(cells) -> list[Cell]:
 def sent(monkeypatch):
     """Messages dispatch would send: (args, options) per apply_async call."""
     calls = []
-    monkeypatch.setattr(task_module.run_group, "apply_async",
+    monkeypatch.setattr(task_module.run_queued_group, "apply_async",
                         lambda args, connection=None, **options: calls.append((args, options)))
     return calls
 
@@ -81,7 +81,7 @@ def eager():
 def run_task(cells, **kwargs):
     group = group_of(cells)
     (variant,) = group.variants
-    result = task_module.run_group.apply(
+    result = task_module.run_queued_group.apply(
         args=[group.version_id, group.suite, group.suite_version, variant, list(group.seeds)],
         kwargs=kwargs, throw=False)  # retries run eagerly, one inside the other
     assert result.successful(), result.traceback
@@ -96,7 +96,8 @@ def test_app_is_configured_for_reliable_delivery():
     assert conf.task_acks_late and conf.task_reject_on_worker_lost
     assert conf.worker_prefetch_multiplier == 1 and conf.task_ignore_result
     assert [q.name for q in conf.task_queues] == ["cpu", "gpu"]
-    assert task_module.run_group.acks_late and task_module.run_group.reject_on_worker_lost
+    task = task_module.run_queued_group
+    assert task.acks_late and task.reject_on_worker_lost
     visibility = conf.harness_visibility_timeout
     suites = [get_suite("noisy-labels"), get_suite("certified")]
     assert visibility >= limits.longest_hard_limit(suites) + limits.VISIBILITY_MARGIN
@@ -203,7 +204,7 @@ def test_a_broker_that_cannot_be_reached_leaves_the_cells_for_the_reaper(version
     def down(*args, **kwargs):
         raise ConnectionRefusedError("broker down")
 
-    monkeypatch.setattr(task_module.run_group, "apply_async", down)
+    monkeypatch.setattr(task_module.run_queued_group, "apply_async", down)
     make_cells(version)
     assert dispatch.enqueue_cells(Cell.objects.all()) == 0  # logged, not raised
     assert set(Cell.objects.values_list("status", "enqueued_at")) == {(Cell.QUEUED, None)}
@@ -382,14 +383,14 @@ def test_hard_time_limit_and_lost_pool_process_in_the_main_process(version, monk
     other = make_cells(version, variants=("sym-0.4",), seeds=(0,))
     store.claim([c.pk for c in cells + other], worker="cpu@test")
     args = [version.pk, "noisy-labels", SHORT, "clean", [0, 1]]
-    task_module.run_group.on_failure(TimeLimitExceeded(90.0), "id", args, {}, None)
+    task_module.run_queued_group.on_failure(TimeLimitExceeded(90.0), "id", args, {}, None)
     assert {(c.status, c.reason) for c in fresh(cells)} == {(Cell.TIMEOUT, "wall")}
     assert fresh(other)[0].status == Cell.RUNNING  # another group: untouched
 
     Cell.objects.filter(pk__in=[c.pk for c in cells]).update(status=Cell.RUNNING)
     task_module._release_here(args, {})  # what GroupRequest.on_failure does on WorkerLostError
     assert {(c.status, c.worker, c.attempts) for c in fresh(cells)} == {(Cell.QUEUED, "", 1)}
-    assert issubclass(task_module.run_group.Request, task_module.GroupRequest)
+    assert issubclass(task_module.run_queued_group.Request, task_module.GroupRequest)
     assert WorkerLostError  # the exception GroupRequest.on_failure reacts to
 
 
