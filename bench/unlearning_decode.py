@@ -4,8 +4,8 @@ whole prefix at every new token (the naive loop), on the same prompts, in one ru
 The judge decodes every evaluation question after every unlearning epoch (TOFU: 800
 questions × 6 models per cell; MUSE: 30 continuations of 128 tokens), so decoding was
 most of a cell's time. Both ways give the same tokens (checked here, and in
-tests/test_unlearning_released.py for a ``transformers`` Llama). Reports, per model, the
-seconds of each way at one torch thread and their ratio.
+suites/unlearning/tests/test_unlearning_released.py for a ``transformers`` Llama). Reports,
+per model, the seconds of each way at one torch thread and their ratio.
 
     .venv/bin/python bench/unlearning_decode.py            # the figures in bench/README.md
     .venv/bin/python bench/unlearning_decode.py --smoke    # what the tests run (seconds)

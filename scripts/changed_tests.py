@@ -11,7 +11,9 @@ that makes requests as importing the URL configuration), or when its text names 
 file that is not a module (a bench script, ``entrypoint.sh``, a fixture under
 ``tests/data``). A changed non-Python file inside a package (a template, a static file)
 counts as a change of that package. A change outside the packages (pyproject.toml, the
-Makefile, tests/conftest.py, scripts/) can affect any test: then every test file is printed.
+Makefile, scripts/) or to the shared test plugin (tests/plugin.py, a conftest.py) can affect
+any test: then every test file is printed. Test files are those pyproject.toml's testpaths
+name: tests/ and every suite's tests/ folder.
 
 It reads imports, not behaviour: a test that reaches a module only through a subprocess
 or a registry string (``"module:function"``) is found only if it imports it too. The full
@@ -23,10 +25,20 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("harness", "suites", "webapp", "tasks", "tests", "bench")
+PLUGIN = ROOT / "tests" / "plugin.py"  # pyproject.toml loads it for every test
+
+
+def test_files() -> list[Path]:
+    """Every test file of pyproject.toml's testpaths (``tests``, ``suites/*/tests``)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["pytest"]["ini_options"]["testpaths"]
+    return sorted({p for pattern in patterns for folder in ROOT.glob(pattern)
+                   for p in folder.rglob("test_*.py")})
 
 
 def module_of(path: Path) -> str:
@@ -64,9 +76,9 @@ def changed_files(base: str) -> set[Path]:
 def affected_tests(changed: set[Path]) -> list[Path]:
     sources = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
     modules = {module_of(p): p for p in sources}
-    tests = sorted(p for p in (ROOT / "tests").glob("test_*.py"))
+    tests = test_files()
     outside = [p for p in changed if p.parts[len(ROOT.parts)] not in PACKAGES
-               or p.name == "conftest.py"]
+               or p.name == "conftest.py" or p == PLUGIN]
     if outside:
         return tests
     changed_modules = set()
@@ -81,8 +93,9 @@ def affected_tests(changed: set[Path]) -> list[Path]:
                 changed_modules.add(module_of(folder / "__init__.py"))
     graph = {name: {m for m in imports(path) if m in modules} for name, path in modules.items()}
     # the registry imports the suites and the built-in objectives by name, at run time
+    # (a suite's code, not its tests)
     graph["harness.contract.registry"] |= {m for m in modules if m.startswith(
-        ("suites.", "harness.objectives.builtin."))}
+        ("suites.", "harness.objectives.builtin.")) and m.split(".")[2:3] != ["tests"]}
     # Django imports the URL configuration (and with it the views) for a test's requests
     for t in tests:
         if any(word in t.read_text() for word in ("client", "live_server", "django_db")):

@@ -14,7 +14,7 @@ unset PYTHON  # the tests' subprocesses find their own (tests/test_deploy.py)
 WORKERS=${TEST_WORKERS:-2}
 export DATABASE_URL=${DATABASE_URL:-postgres://harness:harness@127.0.0.1:5432/harness}
 reports=$(mktemp -d -t harness-test-reports-XXXXXX)
-# one fixtures directory for both runs (tests/conftest.py)
+# one fixtures directory for both runs (tests/plugin.py)
 HARNESS_FIXTURES=$(mktemp -d -t harness-fixtures-XXXXXX)
 export HARNESS_FIXTURES
 trap 'rm -rf "$reports" "$HARNESS_FIXTURES"' EXIT

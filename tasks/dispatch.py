@@ -38,13 +38,18 @@ def enqueue_cells(cells, connection=None) -> int:
     sent = 0
     for group in groups(cells.filter(status=Cell.QUEUED)):
         for part in split(group):
+            # Stamped before the message leaves: a worker that takes it at once must not
+            # find the rows locked by this update (its claim skips locked rows).
+            stamped = list(Cell.objects.filter(part.cells(), status=Cell.QUEUED)
+                           .values_list("pk", flat=True))
+            Cell.objects.filter(pk__in=stamped).update(enqueued_at=timezone.now())
             try:
                 send(part, connection=connection)
             except Exception:  # noqa: BLE001 - the broker is down: the reaper resends
                 log.exception("could not send %s; it stays queued for the reaper", part)
+                Cell.objects.filter(pk__in=stamped, status=Cell.QUEUED).update(
+                    enqueued_at=None)
                 return sent
-            Cell.objects.filter(part.cells(), status=Cell.QUEUED).update(
-                enqueued_at=timezone.now())
             sent += 1
     return sent
 

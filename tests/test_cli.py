@@ -582,7 +582,7 @@ def test_missing_real_dataset_is_a_clear_error_not_a_traceback(env, tmp_path):
 def test_sandbox_flag_trains_files_like_the_workers_do(env, tmp_path):
     # Peeks once training starts (batches of 64): the validator's batches of 8 pass, as a
     # submission the server queued would (one that peeks there is refused before a run:
-    # tests/test_cli_sandbox.py).
+    # tests/sandbox/test_cli_sandbox.py).
     write(tmp_path / "peeking.py", """\
         import torch.nn.functional as F
 

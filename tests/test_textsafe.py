@@ -1,6 +1,6 @@
 """Untrusted text shown with its control characters escaped: the function, the run status
 page (server-rendered and as status.js updates it) and the submission form; JSON keeps the
-raw text. The CLI's side is in tests/test_cli_sandbox.py."""
+raw text. The CLI's side is in tests/sandbox/test_cli_sandbox.py."""
 
 from __future__ import annotations
 

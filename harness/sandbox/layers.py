@@ -8,7 +8,7 @@ fork server's reply) and what it adds to a cell's ``environment.sandbox``. The l
 (:mod:`harness.sandbox.launch`), the trusted side of a process
 (:mod:`harness.sandbox.process`) and the child (:mod:`harness.sandbox.child`) iterate over
 :data:`LAYERS` with the functions at the end of this module; a new layer is one record
-here and its test (tests/test_sandbox_layers.py), plus its mechanism where the fork server
+here and its test (tests/sandbox/test_sandbox_layers.py), plus its mechanism where the fork server
 or the exec command line applies it.
 
 The child applies its layers in the order of :data:`LAYERS`, and the order is part of the

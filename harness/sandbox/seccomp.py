@@ -22,7 +22,7 @@ the trusted imports and before the objective loads, makes the kernel refuse:
   extension module still works); the work directory and the devices are ``noexec``.
   Nothing can write code into memory and run it (shellcode, a JIT). What a loss computes
   on the CPU does not need it (softmax, log-softmax, gather, matmul, cross-entropy,
-  logsumexp, autograd: tests/test_sandbox_kernel.py); oneDNN's convolutions do (they
+  logsumexp, autograd: tests/sandbox/test_sandbox_kernel.py); oneDNN's convolutions do (they
   JIT-compile their kernels, and fail with "could not create a primitive"), but the model
   runs in the worker, not here. ``install(exec_mappings=True)`` leaves this rule out;
 - any other ABI (32-bit or x32 system calls on x86-64): the process is killed.

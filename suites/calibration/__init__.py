@@ -93,7 +93,6 @@ METRICS = (
          "Mean top-1 accuracy over the same six shifted test sets.", better="higher"),
 )
 
-SEVERITY = Axis("shift severity")
 CURVES = (
     CurveSpec("train_loss", "training loss", EPOCH),
     CurveSpec("noise_levels", "Gaussian noise σ", Axis("level"), drawn=False),

@@ -1,4 +1,4 @@
-"""Calibration metrics and temperature scaling, for any suite's trusted judge.
+"""The calibration suite's metrics and the judge's temperature scaling.
 
 Pure functions over numpy arrays. ``probs: [N, K]`` are predicted class probabilities
 (rows sum to 1), ``labels: [N]`` integer classes in ``[0, K)``. Conventions follow the
@@ -25,7 +25,8 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
-BINS = 15
+from suites.calibration import BINS
+
 Norm = Literal["l1", "l2", "max"]
 
 

@@ -18,8 +18,10 @@ import numpy as np
 import torch
 
 from harness.contract import seeding
+from harness.contract.judging import Failure, cell_results
 from harness.contract.outputs import check_array, diverged_in, diverged_out, params_in, params_out
 from harness.contract.pipeline import Job, Pipeline, TrainOutput
+from harness.contract.reliability import reliability_curves
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.models.mlp import mlp
 from harness.objectives.loading import Objective, load_objective
@@ -32,7 +34,7 @@ from harness.train import (
     stacked_init,
     train_members,
 )
-from suites.calibration import BINS, DROPOUT, NOISE, data
+from suites.calibration import BINS, DROPOUT, NOISE, SUITE, data
 from suites.calibration.probabilities import problem
 
 # suites.calibration.metrics (scipy) is imported where the judge needs it, never at import: the
@@ -121,35 +123,22 @@ class Calibration(Pipeline):
         else:
             val = _logits(model, params, d.x_val).numpy()
             test = _logits(model, params, tests.reshape(rows, *tests.shape[2:])).numpy()
-        per_cell = float(output.info.get("wall_time") or 0.0) / m
-        info = {"mode": str(output.info.get("mode", "")), "members_batched": m,
-                "track": "post-hoc" if posthoc else "training",
-                "fallback_reason": output.info.get("fallback_reason")}
-        out = []
-        for i, (variant, seed) in enumerate(job.members):
-            curves = {"train_loss": loss[i].tolist()}
-            if not alive[i]:
-                step = int(diverged[i])
-                curves["train_loss"] = curves["train_loss"][:step // steps_per_epoch + 1]
-                out.append(CellResult(variant, seed, "diverged", {}, curves, diverged_step=step,
-                                      wall_time=per_cell, info=info))
-                continue
+
+        def member(i: int) -> tuple[dict[str, float], dict[str, list[float]]] | Failure:
             if probs is not None:
                 why = problem(probs[i], (rows, k))
                 if why:
-                    out.append(CellResult(variant, seed, "failed", error=f"{POSTHOC} {why}",
-                                          reason="invalid-output", wall_time=per_cell,
-                                          info=info))
-                    continue
-                member = probs[i].astype(np.float64)
+                    return Failure(f"{POSTHOC} {why}")
+                scored = probs[i].astype(np.float64)
             else:
-                member = cal.softmax(test[i])
-            metrics, more = judge_member(member.reshape(-1, n_test, k), d.y_test,
-                                         None if posthoc else (val[i], d.y_val, test[i]))
-            curves.update(more)
-            out.append(CellResult(variant, seed, "ok", metrics, curves, wall_time=per_cell,
-                                  info=info))
-        return out
+                scored = cal.softmax(test[i])
+            return judge_member(scored.reshape(-1, n_test, k), d.y_test,
+                                None if posthoc else (val[i], d.y_val, test[i]))
+
+        return cell_results(job, output, member, diverged=diverged,
+                            training=lambda i: {"train_loss": loss[i].tolist()},
+                            steps_per_point=steps_per_epoch,
+                            info={"track": "post-hoc" if posthoc else "training"})
 
 
 def judge_member(probs: np.ndarray, labels: np.ndarray,
@@ -183,13 +172,8 @@ def reliability(probs: np.ndarray, labels: np.ndarray,
     (an empty bin has no confidence or accuracy: NaN, stored as null)."""
     from suites.calibration import metrics as cal
     conf, hits = probs.max(axis=1), (probs.argmax(axis=1) == labels).astype(float)
-    which = cal.equal_width_bins(conf, bins)
-    count = np.bincount(which, minlength=bins).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_conf = np.bincount(which, weights=conf, minlength=bins) / count
-        accuracy = np.bincount(which, weights=hits, minlength=bins) / count
-    return {"bin_confidence": mean_conf.tolist(), "bin_accuracy": accuracy.tolist(),
-            "bin_count": count.tolist()}
+    return reliability_curves(SUITE.reliability, conf, hits, cal.equal_width_bins(conf, bins),
+                              bins)
 
 
 def model_for(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:

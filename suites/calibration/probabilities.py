@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-ROW_SUM_TOLERANCE = 1e-3  # float32 softmax rows of 1000 classes sum to 1 within ~1e-6
+from harness.contract.outputs import probability_rows
 
 
 def problem(probs: np.ndarray, shape: tuple[int, int]) -> str:
@@ -17,14 +17,4 @@ def problem(probs: np.ndarray, shape: tuple[int, int]) -> str:
         return f"returned shape {list(probs.shape)}; it must be {list(shape)}, like test_logits"
     if probs.dtype.kind != "f":
         return f"returned {probs.dtype} values; probabilities are floating point"
-    if not np.isfinite(probs).all():
-        return f"returned {int((~np.isfinite(probs)).sum())} non-finite probabilities (NaN or inf)"
-    if probs.size and (probs.min() < 0 or probs.max() > 1):
-        return (f"returned probabilities outside [0, 1] (min {probs.min():.4g}, "
-                f"max {probs.max():.4g})")
-    sums = probs.astype(np.float64).sum(axis=-1)
-    worst = float(np.abs(sums - 1).max()) if sums.size else 0.0
-    if worst > ROW_SUM_TOLERANCE:
-        return (f"returned rows that do not sum to 1 (off by up to {worst:.4g}; tolerance "
-                f"{ROW_SUM_TOLERANCE})")
-    return ""
+    return probability_rows(probs)

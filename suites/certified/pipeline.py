@@ -23,14 +23,8 @@ import numpy as np
 import torch
 
 from harness.contract import seeding
-from harness.contract.outputs import (
-    check_array,
-    diverged_in,
-    diverged_out,
-    params_in,
-    params_out,
-    truncate,
-)
+from harness.contract.judging import Failure, cell_results
+from harness.contract.outputs import check_array, diverged_in, diverged_out, params_in, params_out
 from harness.contract.pipeline import Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.objectives.loading import Objective
@@ -161,32 +155,23 @@ class Certified(Pipeline):
         total_steps = steps_per_epoch * epochs
         eps_curve = [schedule.eps((e + 1) * steps_per_epoch / total_steps)
                      for e in range(epochs)]
-        info = {"mode": str(output.info.get("mode", "")),
-                "fallback_reason": output.info.get("fallback_reason"),
-                "members_batched": m, "training": training.kind,
-                "batch_norm": training.batch_norm, "init": training.init,
-                "eps_test": variant.config["eps"], "eps_train": schedule.eps_max,
-                "train_time": train_time / m, "eval_time": eval_time / m}
-        per_cell = (train_time + eval_time) / m
-        out = []
-        for i, seed in enumerate(seeds):
-            curves = {"train_loss": loss_curve[i].tolist(), "grad_norm": grad_curve[i].tolist(),
-                      "clean_acc": (eval_pred[:, i] == data.y_test[None]).mean(1).tolist(),
-                      "eps_schedule": eps_curve}
-            if diverged[i] >= 0:  # a frozen model's accuracy is not a result
-                step = int(diverged[i])
-                curves = truncate(curves, step // steps_per_epoch + 1)
-                out.append(CellResult(variant.name, seed, "diverged", {}, curves,
-                                      diverged_step=step, wall_time=per_cell, info=info))
-                continue
+        judged_info = {"training": training.kind, "batch_norm": training.batch_norm,
+                       "init": training.init, "eps_test": variant.config["eps"],
+                       "eps_train": schedule.eps_max, "train_time": train_time / m,
+                       "eval_time": eval_time / m}
+
+        def member(i: int) -> tuple[dict[str, float], dict[str, list[float]]] | Failure:
             try:
-                metrics, eval_curves = judge_member(evaluation, row[i])
+                return judge_member(evaluation, row[i])
             except SoundnessError as exc:
-                log.error("harness bug on %s seed %s: %s", variant.name, seed, exc)
-                out.append(CellResult(variant.name, seed, "failed", {}, curves,
-                                      error=f"harness bug: soundness violated: {exc}",
-                                      wall_time=per_cell, info=info, reason="infrastructure"))
-                continue
-            out.append(CellResult(variant.name, seed, "ok", metrics, {**curves, **eval_curves},
-                                  wall_time=per_cell, info=info))
-        return out
+                log.error("harness bug on %s seed %s: %s", variant.name, seeds[i], exc)
+                return Failure(f"harness bug: soundness violated: {exc}", "infrastructure",
+                               curves=True)
+
+        return cell_results(
+            job, output, member, diverged=diverged,
+            training=lambda i: {
+                "train_loss": loss_curve[i].tolist(), "grad_norm": grad_curve[i].tolist(),
+                "clean_acc": (eval_pred[:, i] == data.y_test[None]).mean(1).tolist(),
+                "eps_schedule": eps_curve},
+            steps_per_point=steps_per_epoch, info=judged_info, seconds=train_time + eval_time)

@@ -16,14 +16,8 @@ import numpy as np
 import torch
 
 from harness.contract import heldout, seeding
-from harness.contract.outputs import (
-    check_array,
-    diverged_in,
-    diverged_out,
-    params_in,
-    params_out,
-    truncate,
-)
+from harness.contract.judging import cell_results
+from harness.contract.outputs import check_array, diverged_in, diverged_out, params_in, params_out
 from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.data import data_root
@@ -37,6 +31,7 @@ from harness.train import (
     stacked_init,
     train_members,
 )
+from suites.noisy_labels.metrics import judge_member
 
 HOOK = "classification_loss"
 
@@ -144,23 +139,15 @@ class NoisyLabels(Pipeline):
                                     f"of samples)")
         eval_pred[-1] = test_pred
         noisy = job.inputs["labels"]
-        per_cell_time = float(output.info.get("wall_time") or 0.0) / m
-        info = {"mode": str(output.info.get("mode", "")),
-                "fallback_reason": output.info.get("fallback_reason"), "members_batched": m,
-                "epochs_verified": verified}
-        out = []
-        for i, (variant, seed) in enumerate(job.members):
-            result = judge_member(data, noisy[i], eval_pred[:, i], train_pred[i])
-            result.curves["train_loss"] = loss[i].tolist()
-            result.curves["grad_norm"] = grad[i].tolist()
-            step = None if diverged[i] < 0 else int(diverged[i])
-            status = "ok" if step is None else "diverged"
-            if step is not None:  # the frozen model's accuracy is not a result
-                result.metrics = {"noise_rate": result.metrics["noise_rate"]}
-                result.curves = truncate(result.curves, step // steps_per_epoch + 1)
-            out.append(CellResult(variant, seed, status, result.metrics, result.curves,
-                                  diverged_step=step, wall_time=per_cell_time, info=info))
-        return out
+        scored = [judge_member(data, noisy[i], eval_pred[:, i], train_pred[i]) for i in range(m)]
+        return cell_results(
+            job, output, lambda i: (scored[i][0], {}), diverged=diverged,
+            training=lambda i: {**scored[i][1], "train_loss": loss[i].tolist(),
+                                "grad_norm": grad[i].tolist()},
+            steps_per_point=steps_per_epoch,
+            # a diverged member's noise rate is still its labels'; its accuracies are not
+            kept=lambda i: {"noise_rate": scored[i][0]["noise_rate"]},
+            info={"epochs_verified": verified})
 
 
 def _epoch_predictions(model: torch.nn.Module, data: Dataset, outputs: Mapping[str, Any],
@@ -182,36 +169,6 @@ def _epoch_predictions(model: torch.nn.Module, data: Dataset, outputs: Mapping[s
     with torch.no_grad():  # one epoch at a time: bigger batches are slower on a CPU
         return np.stack([predict(model, {k: v[e] for k, v in stacked.items()}, x).numpy()
                          for e in range(epochs)])
-
-
-def judge_member(data: Dataset, noisy: np.ndarray, eval_predictions: np.ndarray,
-                 train_predictions: np.ndarray) -> CellResult:
-    """Metrics of one member from its predictions: [E, Ne] per epoch on test, [N] on train."""
-    _check_predictions(eval_predictions, (eval_predictions.shape[0], len(data.y_test)),
-                       data.num_classes)
-    _check_predictions(train_predictions, (len(data.y_train),), data.num_classes)
-    test_acc = (eval_predictions == data.y_test[None, :]).mean(axis=1)
-    flipped = noisy != data.y_train
-    metrics = {
-        "test_acc": float(test_acc[-1]),
-        "best_test_acc": float(test_acc.max()),
-        "best_epoch": float(test_acc.argmax() + 1),
-        "noise_rate": float(flipped.mean()),
-        "train_acc_clean": float((train_predictions == data.y_train).mean()),
-    }
-    if flipped.any():
-        metrics["memorization"] = float((train_predictions[flipped] == noisy[flipped]).mean())
-        metrics["correction"] = float(
-            (train_predictions[flipped] == data.y_train[flipped]).mean())
-    return CellResult("", 0, "ok", metrics, {"test_acc": test_acc.tolist()})
-
-
-def _check_predictions(pred: np.ndarray, shape: tuple[int, ...], num_classes: int) -> None:
-    if pred.shape != shape or pred.dtype.kind not in "iu":
-        raise ValueError(f"predictions must be integer class ids of shape {shape}, "
-                         f"got {pred.dtype} {pred.shape}")
-    if pred.size and (pred.min() < 0 or pred.max() >= num_classes):
-        raise ValueError(f"predictions must lie in [0, {num_classes - 1}]")
 
 
 def noisy_labels(data: Dataset, variant: Variant, seed: int,

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.contract.judging import Failure, cell_results
+from harness.contract.outputs import check_array, probability_rows
 from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.data import fixtures
@@ -24,8 +26,7 @@ from harness.objectives.loading import Objective
 from harness.train import ObjectiveRuntimeError
 from suites.tta import CORRUPTIONS, HELD_OUT, SEVERITIES, streams
 from suites.tta import adapt as a
-
-WINDOWS = 100  # points of the online-error curve
+from suites.tta.metrics import member_metrics
 
 
 @dataclass
@@ -121,103 +122,42 @@ class TestTimeAdaptation(Pipeline):
         p: Private = job.private
         members, total = p.labels.shape
         k = int(job.plan["num_classes"])
-        probs = _array(output.arrays, "probs", (members, total, k), np.floating)
-        clean = _array(output.arrays, "clean_probs", (members, len(p.clean_labels), k),
-                       np.floating)
-        diverged = _array(output.arrays, "diverged", (members,), np.integer)
-        resets = _array(output.arrays, "resets", (members,), np.integer)
-        updated = _array(output.arrays, "updated", (members,), np.integer)
+        probs = check_array(output.arrays, "probs", (members, total, k), "f")
+        clean = check_array(output.arrays, "clean_probs", (members, len(p.clean_labels), k),
+                            "f")
+        diverged = check_array(output.arrays, "diverged", (members,), "iu")
+        resets = check_array(output.arrays, "resets", (members,), "iu")
+        updated = check_array(output.arrays, "updated", (members,), "iu")
         n_batches = len(p.batches)
-        per_cell = float(output.info.get("wall_time") or 0.0) / members
-        info = {"mode": str(output.info.get("mode", "")), "members_batched": members,
-                "fallback_reason": output.info.get("fallback_reason"),
-                "options": output.info.get("options")}
-        results = []
-        for i, (variant, seed) in enumerate(job.members):
-            cell = {**info, "fixtures": p.fixtures[i]}
-            step = int(diverged[i])
+        for step in diverged:
             if not -1 <= step < n_batches:
-                raise InvalidOutput(f"diverged batch {step} is outside the stream")
-            if step == 0:
-                results.append(CellResult(
-                    variant, seed, "failed", reason="invalid-output", wall_time=per_cell,
-                    error="tta_loss was not finite on the first batch (NaN or ±inf), so no "
-                          "prediction after it can be judged", info=cell))
-                continue
-            if step > 0:
-                results.append(CellResult(variant, seed, "diverged", diverged_step=step,
-                                          wall_time=per_cell, info=cell))
-                continue
+                raise InvalidOutput(f"diverged batch {int(step)} is outside the stream")
+
+        def member(i: int) -> tuple[dict[str, float], dict[str, list[float]]] | Failure:
             why = problem(probs[i], p.batches) or problem(clean[i], None)
             if why:
-                results.append(CellResult(variant, seed, "failed", reason="invalid-output",
-                                          error=f"tta_adjust {why}", wall_time=per_cell,
-                                          info=cell))
-                continue
+                return Failure(f"tta_adjust {why}")
             metrics, curves = member_metrics(probs[i].argmax(-1), clean[i].argmax(-1), p, i)
             metrics["resets"] = float(resets[i])
             metrics["updated"] = float(updated[i]) / n_batches
-            results.append(CellResult(variant, seed, "ok", metrics, curves, wall_time=per_cell,
-                                      info=cell))
-        return results
+            return metrics, curves
 
-
-def member_metrics(pred: np.ndarray, clean_pred: np.ndarray, p: Private,
-                   i: int) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """Every metric and curve of member ``i`` from its predicted classes."""
-    wrong = pred != p.labels[i]
-    held = p.corruption[i] >= len(CORRUPTIONS)
-    metrics = {"online_error": float(wrong[~held].mean()),
-               "clean_error": float((clean_pred != p.clean_labels).mean())}
-    if held.any():
-        metrics["heldout_error"] = float(wrong[held].mean())
-    for c, name in enumerate(CORRUPTIONS):
-        on = p.corruption[i] == c
-        if on.any():
-            metrics[f"error_{name}"] = float(wrong[on].mean())
-    severities = np.unique(p.severity[i][~held])
-    if len(severities) > 1:
-        for s in SEVERITIES:
-            on = (p.severity[i] == s) & ~held
-            if on.any():
-                metrics[f"error_severity_{s}"] = float(wrong[on].mean())
-    # The curve: error per window of consecutive batches of the benchmark corruptions.
-    main = [(lo, hi) for lo, hi in p.batches if not held[lo]]
-    size = -(-len(main) // WINDOWS)
-    xs, ys = [], []
-    for w in range(0, len(main), size):
-        part = main[w:w + size]
-        hits = np.concatenate([wrong[lo:hi] for lo, hi in part])
-        xs.append(float(w + len(part)))
-        ys.append(float(hits.mean()))
-    return metrics, {"window_batches": xs, "online_error_curve": ys}
+        return cell_results(job, output, member, diverged=diverged,
+                            info={"options": output.info.get("options")},
+                            member_info=lambda i: {"fixtures": p.fixtures[i]},
+                            fails_at_start="tta_loss was not finite on the first batch (NaN "
+                                           "or ±inf), so no prediction after it can be judged")
 
 
 def problem(probs: np.ndarray, batches: list[tuple[int, int]] | None) -> str:
     """Why ``probs [T, K]`` are not probabilities ('' when they are), naming the first
-    offending batch."""
-    finite = np.isfinite(probs).all(-1)
-    in_range = ((probs >= -1e-6) & (probs <= 1 + 1e-6)).all(-1)
-    normalized = np.abs(probs.sum(-1, dtype=np.float64) - 1) <= 1e-3
-    for ok, what in ((finite, "returned non-finite probabilities"),
-                     (in_range, "returned probabilities outside [0, 1]"),
-                     (normalized, "returned rows that do not sum to 1")):
-        if not ok.all():
-            row = int(np.flatnonzero(~ok)[0])
-            where = ("on the clean pool after the stream" if batches is None else
-                     f"at batch {next(b for b, (lo, hi) in enumerate(batches) if lo <= row < hi)}")
-            return f"{what} {where}"
-    return ""
+    offending batch (``None``: the clean pool after the stream)."""
+    def at(row: int) -> str:
+        if batches is None:
+            return "on the clean pool after the stream"
+        return f"at batch {next(b for b, (lo, hi) in enumerate(batches) if lo <= row < hi)}"
 
-
-def _array(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...],
-           kind: type) -> np.ndarray:
-    value = arrays.get(name)
-    if not isinstance(value, np.ndarray) or value.shape != shape or not np.issubdtype(
-            value.dtype, kind):
-        got = (value.dtype, value.shape) if isinstance(value, np.ndarray) else type(value)
-        raise InvalidOutput(f"{name}: expected {kind.__name__} {shape}, got {got}")
-    return value
+    return probability_rows(probs, slack=1e-6, at=at)
 
 
 def _domains(stream: streams.Stream, domain: Mapping[tuple[int, int], int]) -> np.ndarray:

@@ -42,10 +42,3 @@ def nll(batch: LMBatch) -> Tensor:
     """The Hugging Face causal-LM loss: mean negative log-likelihood over the batch's
     counted tokens (``NLL(D)`` in open-unlearning's notation)."""
     return -batch.token_logprobs.sum() / batch.mask.sum().clamp(min=1)
-
-
-def answer_lengths(batch: LMBatch) -> Tensor:
-    """``|y|`` per sequence ``[B]``: the counted tokens."""
-    return batch.mask.sum(dim=-1)
-
-

@@ -36,10 +36,6 @@ class Encoded:
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}.{f}": getattr(self, f) for f in FIELDS}
 
-    def take(self, rows: Sequence[int] | np.ndarray) -> Encoded:
-        rows = np.asarray(rows, dtype=np.int64)
-        return Encoded(*(getattr(self, f)[rows] for f in FIELDS))
-
 
 def pack(sequences: list[list[int]], starts: list[int], pad: int) -> Encoded:
     """Sequences padded with ``pad`` to one length; positions from ``starts[i]`` (the first

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +23,14 @@ import torch
 from torch import Tensor, nn
 
 from harness.contract import seeding
+from harness.contract.judging import cell_results
+from harness.contract.outputs import check_array
 from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.data import fixtures
 from harness.objectives.loading import Objective
 from harness.train import ObjectiveRuntimeError, Paired, Shuffled, TrainConfig, train_members
 from suites.unlearning import evaluate as ev
-from suites.unlearning import metrics as mt
 from suites.unlearning.batch import lm_batch
 from suites.unlearning.data import (
     FIELDS,
@@ -42,6 +42,7 @@ from suites.unlearning.data import (
 )
 from suites.unlearning.fixtures import codec, corpus, model_config, params_of
 from suites.unlearning.model import LMConfig, TinyLM, forward
+from suites.unlearning.scoring import muse_member, tofu_member
 from suites.unlearning.spec import FIXTURE_TRAINING, MODEL
 from suites.unlearning.text import Codec
 
@@ -143,34 +144,24 @@ class Unlearning(Pipeline):
         epochs = int(s["epochs"])
         members = len(job.members)
         shapes = {k: tuple(v.shape) for k, v in p.targets[0].items()}
-        params = {k: _array(output.arrays, f"params.{k}", (epochs, members, *shape))
+        params = {k: check_array(output.arrays, f"params.{k}", (epochs, members, *shape), "f")
                   for k, shape in shapes.items()}
-        diverged = output.arrays.get("diverged")
-        if not isinstance(diverged, np.ndarray) or diverged.shape != (members,):
-            raise InvalidOutput("diverged: expected one step per member")
-        loss = _array(output.arrays, "loss_curve", (members, epochs))
-        per_cell = float(output.info.get("wall_time") or 0.0) / members
-        info = {"mode": str(output.info.get("mode", "")), "members_batched": members,
-                "fallback_reason": output.info.get("fallback_reason"),
-                "options": output.info.get("options")}
-        results = []
-        for i, (variant, seed) in enumerate(job.members):
-            cell = {**info, "fixtures": p.fixtures[i]}
-            if int(diverged[i]) >= 0:
-                results.append(CellResult(variant, seed, "diverged",
-                                          diverged_step=int(diverged[i]), wall_time=per_cell,
-                                          info=cell))
-                continue
+        diverged = check_array(output.arrays, "diverged", (members,), "iu")
+        loss = check_array(output.arrays, "loss_curve", (members, epochs), "f")
+        judge = tofu_member if s["benchmark"] == "tofu" else muse_member
+
+        def member(i: int) -> tuple[dict[str, float], dict[str, list[float]]]:
             trajectory = [{k: torch.from_numpy(np.ascontiguousarray(v[e, i])).to(device)
                            for k, v in params.items()} for e in range(epochs)]
             if not all(torch.isfinite(x).all() for x in trajectory[-1].values()):
                 raise InvalidOutput("non-finite parameters after unlearning")
-            judge = _tofu_member if s["benchmark"] == "tofu" else _muse_member
             metrics, curves = judge(model, p, i, trajectory, s)
             curves["train_loss"] = [float(x) for x in loss[i]]
-            results.append(CellResult(variant, seed, "ok", metrics, curves,
-                                      wall_time=per_cell, info=cell))
-        return results
+            return metrics, curves
+
+        return cell_results(job, output, member, diverged=diverged,
+                            info={"options": output.info.get("options")},
+                            member_info=lambda i: {"fixtures": p.fixtures[i]})
 
 
 # --- training -------------------------------------------------------------------------
@@ -439,108 +430,3 @@ def _retain_set(benchmark: str, c: Any, tok: Codec, entities: list[int]) -> Enco
         return answers
     return concat(encode_passages(tok, [p.text for p in c.passages_of(entities)]), answers,
                   pad=tok.pad)
-
-
-def _array(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
-    value = arrays.get(name)
-    if not isinstance(value, np.ndarray) or value.shape != shape or not np.issubdtype(
-            value.dtype, np.floating):
-        got = (value.dtype, value.shape) if isinstance(value, np.ndarray) else type(value)
-        raise InvalidOutput(f"{name}: expected float {shape}, got {got}")
-    return value
-
-
-# --- judging --------------------------------------------------------------------------
-
-
-_EVALUATED: OrderedDict[tuple, Any] = OrderedDict()  # across runs: every objective's cells
-# start from the same target and retain models, evaluated once per process
-
-
-def _memo(p: Private, what: str, i: int, compute: Callable[[], Any]) -> Any:
-    """``compute()`` for the target, retain or a replica model of member ``i``, once per
-    fixture entry and evaluation setting in this process."""
-    key = (p.scope, what, json.dumps(p.fixtures[i] if i >= 0 else None, sort_keys=True))
-    if key not in _EVALUATED:
-        _EVALUATED[key] = compute()
-        while len(_EVALUATED) > 512:
-            _EVALUATED.popitem(last=False)
-    return _EVALUATED[key]
-
-
-def _tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str, Tensor]],
-                 s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
-    sp = p.splits
-    target, r_target = _memo(p, "target", i, lambda: ev.tofu(model, p.targets[i], sp))
-    retain, r_retain = _memo(p, "retain", i, lambda: ev.tofu(model, p.retain[i], sp))
-    metrics, r_final = ev.tofu(model, trajectory[-1], sp)
-    fq, ks = mt.forget_quality(r_final, r_retain)
-    metrics |= {"forget_quality": fq, "log_forget_quality": float(np.log10(max(fq, 1e-300))),
-                "ks_statistic": ks, "target_utility": target["model_utility"],
-                "retain_model_utility": retain["model_utility"],
-                "utility_retained": metrics["model_utility"] / target["model_utility"]
-                if target["model_utility"] > 0 else 0.0}
-    metrics["score"] = ev.tofu_score(metrics["model_utility"], target["model_utility"], fq)
-    if p.replicas:
-        fqs = [mt.forget_quality(_memo(p, "replica", -1 - k, lambda r=r: ev.tofu(
-            model, r, sp, generate_answers=False)[1]), r_retain)[0]
-               for k, r in enumerate(p.replicas)]
-        metrics["retain_model_fq"] = float(np.median(fqs))
-    # trajectories: epoch 0 is the target; utilities need generated answers
-    fq_curve, mu_curve, prob_curve = [], [], []
-    for e, point in enumerate([p.targets[i], *trajectory]):
-        if e == 0:
-            m, r = target, r_target
-        elif e == len(trajectory):
-            m, r = metrics, r_final
-        else:
-            m, r = ev.tofu(model, point, sp)
-        fq_curve.append(float(np.log10(max(mt.forget_quality(r, r_retain)[0], 1e-300))))
-        mu_curve.append(m["model_utility"])
-        prob_curve.append(m["forget_prob"])
-    metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_prob,
-                           ("held_back_prob", "relearn_forget_prob"))
-    curves = {"epochs": [float(e) for e in range(len(trajectory) + 1)],
-              "fq_trajectory": fq_curve, "mu_trajectory": mu_curve,
-              "forget_prob_trajectory": prob_curve}
-    return metrics, curves
-
-
-def _muse_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str, Tensor]],
-                 s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
-    sp = p.splits
-    target = _memo(p, "target", i, lambda: ev.muse(model, p.targets[i], sp))
-    retain = _memo(p, "retain", i, lambda: ev.muse(model, p.retain[i], sp))
-    curve = [target, *(ev.muse(model, point, sp) for point in trajectory)]
-    final = dict(curve[-1])
-    metrics = {k: final[k] for k in ("verbmem_forget", "knowmem_forget", "knowmem_retain")}
-    metrics["privleak"] = mt.privleak(final["auc"], retain["auc"])
-    metrics["score"] = ev.muse_score(final, target, retain)
-    metrics |= {"target_verbmem": target["verbmem_forget"],
-                "target_knowmem_forget": target["knowmem_forget"],
-                "retain_model_knowmem_forget": retain["knowmem_forget"],
-                "target_privleak": mt.privleak(target["auc"], retain["auc"])}
-    metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_knowmem,
-                           ("held_back_knowmem", "relearn_knowmem_forget"))
-    curves = {"epochs": [float(e) for e in range(len(curve))],
-              "verbmem_trajectory": [c["verbmem_forget"] for c in curve],
-              "knowmem_forget_trajectory": [c["knowmem_forget"] for c in curve],
-              "knowmem_retain_trajectory": [c["knowmem_retain"] for c in curve]}
-    return metrics, curves
-
-
-def _relearning(model: nn.Module, p: Private, i: int, unlearned: dict[str, Tensor],
-                s: Mapping[str, Any], measure: Callable[..., float],
-                names: tuple[str, str]) -> dict[str, float]:
-    """The relearning attack from the unlearned model: ``measure`` (what the held-back
-    forget questions score) before and after it, and the share of the way back to the
-    target's score it recovered (left out when unlearning lowered nothing to recover)."""
-    sp = p.splits
-    attacked = ev.relearn(model, unlearned, sp.relearn, steps=int(s["relearn_steps"]),
-                          lr=float(s["relearn_lr"]))
-    before, after = measure(model, unlearned, sp), measure(model, attacked, sp)
-    at_target = _memo(p, "target-held-back", i, lambda: measure(model, p.targets[i], sp))
-    out = {names[0]: before, names[1]: after}
-    if at_target - before > 1e-6:
-        out["relearn_recovery"] = (after - before) / (at_target - before)
-    return out

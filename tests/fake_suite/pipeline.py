@@ -14,8 +14,10 @@ from torch import nn
 from torch.func import functional_call
 
 from harness.contract import seeding
+from harness.contract.judging import cell_results
 from harness.contract.outputs import check_array, diverged_in, diverged_out, params_in, params_out
 from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
+from harness.contract.reliability import reliability_curves
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.objectives.loading import Objective
 from harness.train import Shuffled, TrainConfig, each_member, stacked_init, train_members
@@ -91,31 +93,23 @@ class FakeRegression(Pipeline):
         y = data["y_test"]
         grid = [float(s) for s in settings["noise_grid"]]
         noise = seeding.rng(0, "judge-noise").standard_normal(data["x_test"].shape)
-        per_cell = float(output.info.get("wall_time") or 0.0) / m
-        info = {"mode": str(output.info.get("mode", "")), "posthoc": output.info["posthoc"],
-                "members_batched": m}
-        out = []
-        for i, (variant, seed) in enumerate(job.members):
-            curves = {"train_loss": loss[i].tolist()}
-            if not alive[i]:
-                step = int(diverged[i])
-                out.append(CellResult(variant, seed, "diverged", {}, {
-                    "train_loss": curves["train_loss"][:step // (steps // epochs) + 1]},
-                    diverged_step=step, wall_time=per_cell, info=info))
-                continue
+
+        def member(i: int) -> tuple[dict[str, float], dict[str, list[float]]]:
             r = adjusted[i] - y
             one = {k: v[i:i + 1] for k, v in params.items()}
-            curves["noise_grid"] = grid
-            curves["rmse_vs_noise"] = [
+            curves = {"noise_grid": grid, "rmse_vs_noise": [
                 float(np.sqrt(np.mean((_predict(one, (data["x_test"] + s * noise).astype(
-                    np.float32)).numpy()[0] - y) ** 2))) for s in grid]
-            curves.update(_reliability(adjusted[i], y, settings["bins"]))
+                    np.float32)).numpy()[0] - y) ** 2))) for s in grid]}
+            curves.update(_reliability(suite, adjusted[i], y, settings["bins"]))
             metrics = {"rmse": float(np.sqrt(np.mean(r ** 2))), "mae": float(np.abs(r).mean()),
                        "sign_acc": float(((adjusted[i] > 0) == (y > 0)).mean()),
                        "bias": float(r.mean())}
-            out.append(CellResult(variant, seed, "ok", metrics, curves, wall_time=per_cell,
-                                  info=info))
-        return out
+            return metrics, curves
+
+        return cell_results(job, output, member, diverged=diverged,
+                            training=lambda i: {"train_loss": loss[i].tolist()},
+                            steps_per_point=steps // epochs,
+                            info={"posthoc": output.info["posthoc"]})
 
 
 def _mse(pred: torch.Tensor, target: torch.Tensor, **context: Any) -> torch.Tensor:
@@ -129,17 +123,13 @@ def _predict(params: Mapping[str, torch.Tensor], x: np.ndarray) -> torch.Tensor:
             + params["bias"]
 
 
-def _reliability(pred: np.ndarray, y: np.ndarray, bins: int) -> dict[str, list[float]]:
+def _reliability(suite: Suite, pred: np.ndarray, y: np.ndarray,
+                 bins: int) -> dict[str, list[float]]:
     """Equal-width bins of P(y > 0) = sigmoid(prediction): mean confidence, share of y > 0,
     samples (an empty bin has no confidence or accuracy)."""
     p = 1.0 / (1.0 + np.exp(-pred))
     which = np.minimum((p * bins).astype(int), bins - 1)
-    count = np.bincount(which, minlength=bins).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        conf = np.bincount(which, weights=p, minlength=bins) / count
-        acc = np.bincount(which, weights=(y > 0).astype(float), minlength=bins) / count
-    return {"bin_confidence": conf.tolist(), "bin_accuracy": acc.tolist(),
-            "bin_count": count.tolist()}
+    return reliability_curves(suite.reliability, p, (y > 0).astype(float), which, bins)
 
 
 def _dataset(settings: Mapping[str, Any]) -> dict[str, np.ndarray]:

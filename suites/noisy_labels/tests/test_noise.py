@@ -1,4 +1,5 @@
-"""Noise generators, seed derivation, the digits split and the noisy-label draw."""
+"""The noisy-labels suite's noise generators (suites/noisy_labels/noise.py) and its noisy-label
+draw. Stream seeds are tested in tests/test_seeding.py, the digits split in tests/test_digits.py."""
 
 import hashlib
 import subprocess
@@ -8,9 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.contract import seeding
 from harness.contract.registry import get_suite
-from harness.data.digits import digits_split
 from suites.noisy_labels import noise
 from suites.noisy_labels.pipeline import load_dataset, noisy_labels
 
@@ -231,100 +230,6 @@ def test_idn_flips_favor_argmax_class_on_digits_scale():
     expected = soft[np.arange(n), top][flipped].mean()
     assert share > 0.5
     assert abs(share - expected) < 4 * sigma(expected, int(flipped.sum())), (share, expected)
-
-
-# --- seeding -----------------------------------------------------------------------
-
-def test_stream_seed_pinned_values():
-    # Changing these changes every stored result's noise draw, init and data order.
-    assert seeding.stream_seed(0, seeding.NOISE) == 5602227521301010627
-    assert seeding.stream_seed(3, seeding.NOISE, "sym-0.4") == 2546773157491599766
-    assert seeding.stream_seed(0, seeding.INIT) == 7629537670864856322
-    assert seeding.stream_seed(1, seeding.INIT) == 8323734078897392052
-    assert seeding.stream_seed(7, seeding.ORDER) == 9084422786660381518
-
-
-def test_stream_seed_distinct_and_in_range():
-    seeds = [
-        seeding.stream_seed(s, purpose, *extra)
-        for s in (0, 1, 2, 3, 2**32)
-        for purpose in (seeding.INIT, seeding.ORDER, seeding.NOISE, seeding.SPLIT)
-        for extra in ((), ("sym-0.4",), ("sym-0.2",), (0,), (1,), (0, 1), (2**32,), ("0",))
-    ]
-    assert len(set(seeds)) == len(seeds)
-    assert all(0 <= s < 2**63 for s in seeds)
-    # trailing zero words used to vanish inside SeedSequence
-    assert seeding.stream_seed(0, "noise", 0) != seeding.stream_seed(0, "noise")
-
-
-def test_rng_is_the_stream_seed_generator():
-    a = seeding.rng(3, seeding.NOISE, "x").random(4)
-    b = np.random.default_rng(seeding.stream_seed(3, seeding.NOISE, "x")).random(4)
-    np.testing.assert_array_equal(a, b)
-
-
-# --- digits split ------------------------------------------------------------------
-
-def test_digits_split_shapes_range_and_determinism():
-    x_tr, y_tr, x_te, y_te = digits_split()
-    assert x_tr.shape == (1000, 64) and x_te.shape == (797, 64)
-    assert y_tr.shape == (1000,) and y_te.shape == (797,)
-    assert x_tr.dtype == np.float32 and y_tr.dtype == np.int64
-    for x in (x_tr, x_te):
-        assert x.min() >= 0.0 and x.max() <= 1.0
-    assert x_tr.max() == 1.0
-    digits_split.cache_clear()
-    again = digits_split()
-    for a, b in zip((x_tr, y_tr, x_te, y_te), again, strict=True):
-        np.testing.assert_array_equal(a, b)
-
-
-def test_the_public_split_is_kept_on_disk_and_read_back_exactly(tmp_path, monkeypatch):
-    from harness.data import digits
-
-    monkeypatch.setenv("HARNESS_FIXTURES", str(tmp_path))
-    digits_split.cache_clear()
-    fresh = digits._split(digits.SPLIT_SEED)  # scikit-learn's draw, no cache involved
-    try:
-        written = digits_split()
-        [path] = (tmp_path / "digits").iterdir()  # no temporary file left
-        assert path.name.startswith(f"split-{digits.SPLIT_SEED}-sklearn-")
-        digits_split.cache_clear()
-        read = digits_split()
-        digits_split(7)  # another split (a held-out secret's) is never written
-        assert list((tmp_path / "digits").iterdir()) == [path]
-        path.write_bytes(b"not an npz")  # unreadable: drawn again and rewritten
-        digits_split.cache_clear()
-        again = digits_split()
-        path.write_bytes(path.read_bytes()[:1000])  # a damaged archive: the same
-        digits_split.cache_clear()
-        mended = digits_split()
-        for got in (written, read, again, mended):
-            for a, b in zip(got, fresh, strict=True):
-                assert a.dtype == b.dtype
-                np.testing.assert_array_equal(a, b)
-        assert np.load(path)["y_test"].shape == (797,)
-    finally:
-        digits_split.cache_clear()
-
-
-def test_digits_split_stratified_partition():
-    from sklearn.datasets import load_digits
-
-    x_tr, y_tr, x_te, y_te = digits_split()
-    full = load_digits()
-    total = np.bincount(full.target, minlength=10)
-    for y, size in ((y_tr, 1000), (y_te, 797)):
-        expected = total * size / len(full.target)
-        assert np.all(np.abs(np.bincount(y, minlength=10) - expected) <= 1)
-
-    # train ∪ test is exactly the dataset (as a multiset of (x, y) rows): nothing shared, lost
-    def rows(x, y):
-        r = np.column_stack([np.rint(x * 16), y]).astype(np.int64)
-        return r[np.lexsort(r.T[::-1])]
-
-    both = rows(np.vstack([x_tr, x_te]), np.concatenate([y_tr, y_te]))
-    np.testing.assert_array_equal(both, rows(full.data / 16.0, full.target))
 
 
 # --- protocol.noisy_labels ---------------------------------------------------------

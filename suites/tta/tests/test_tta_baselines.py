@@ -17,7 +17,7 @@ from scipy.special import softmax as np_softmax
 from scipy.stats import entropy as np_entropy
 from torch.func import vmap
 
-BASELINES = Path(__file__).resolve().parents[1] / "suites" / "tta" / "baselines"
+BASELINES = Path(__file__).resolve().parents[1] / "baselines"
 
 
 def load(name: str) -> ModuleType:

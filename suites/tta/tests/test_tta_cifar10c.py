@@ -30,7 +30,7 @@ from suites.tta.cifar10c import (
     load_cifar10c,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 N = 4  # images per severity in the fixtures
 
 

@@ -55,7 +55,7 @@ def test_the_corpus_does_not_depend_on_pythons_string_hash():
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, check=True, cwd=Path(__file__).parents[1])
+                             text=True, check=True, cwd=Path(__file__).parents[3])
         assert out.stdout.strip() == CORPUS_SHA256
 
 

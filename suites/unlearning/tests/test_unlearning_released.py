@@ -1,8 +1,8 @@
 """The unlearning suites' real mode on fixture files in the released formats.
 
-tests/data/released holds a few authors of TOFU (JSON lines, locuslab/TOFU's columns) and of
-MUSE-News (parquet, muse-bench/MUSE-News's layout), written by make.py there. The models are
-tiny randomly initialised Llamas with a byte-level BPE tokenizer, saved with
+data/released beside this file holds a few authors of TOFU (JSON lines, locuslab/TOFU's
+columns) and of MUSE-News (parquet, muse-bench/MUSE-News's layout), written by make.py there.
+The models are tiny randomly initialised Llamas with a byte-level BPE tokenizer, saved with
 ``save_pretrained`` into a data root laid out as the real variants expect: the loaders, the
 codec, the trainer and the whole judge run exactly as on a GPU worker, only smaller.
 """
@@ -388,7 +388,7 @@ def test_a_sandboxed_loss_trains_a_real_model_as_in_process(root):
     from harness.runner.sandboxed import run_cells_sandboxed
 
     suite = short("unlearning-tofu")
-    code = (Path(__file__).parents[1] / "suites" / "unlearning_tofu" / "baselines"
+    code = (Path(__file__).resolve().parents[3] / "suites" / "unlearning_tofu" / "baselines"
             / "npo_rt.py").read_text()
     (boxed,) = run_cells_sandboxed(suite, code, "npo_rt.py", {}, ["tofu/forget10"], [0],
                                    data_root=str(root))

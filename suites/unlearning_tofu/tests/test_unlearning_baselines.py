@@ -22,7 +22,7 @@ from torch.func import vmap
 
 from suites.unlearning.batch import lm_batch
 
-BASELINES = Path(__file__).resolve().parents[1] / "suites" / "unlearning_tofu" / "baselines"
+BASELINES = Path(__file__).resolve().parents[1] / "baselines"
 NAMES = ("target", "grad_ascent", "grad_diff", "grad_diff_kl", "npo", "npo_rt", "simnpo",
          "idk_nll", "idk_dpo", "rmu", "satimp", "wga", "undial")
 

@@ -3,9 +3,9 @@
 The rows come from the generated corpus (suites/unlearning/corpus.py), cut to a few authors;
 the layout and the columns are those of the Hugging Face repositories locuslab/TOFU (one
 JSON-lines file per config) and muse-bench/MUSE-News (``<config>/<split>-00000-of-00001
-.parquet``). tests/test_unlearning_released.py reads them.
+.parquet``). suites/unlearning/tests/test_unlearning_released.py reads them.
 
-    python tests/data/released/make.py
+    python suites/unlearning/tests/data/released/make.py
 """
 
 from __future__ import annotations

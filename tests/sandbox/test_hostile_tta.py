@@ -1,4 +1,4 @@
-"""Attacks specific to the test-time adaptation suite (tests/hostile_tta/): reaching the
+"""Attacks specific to the test-time adaptation suite (tests/sandbox/hostile_tta/): reaching the
 stream's labels through the heap, the trainer's memory or the fixture cache on disk, and
 replies a trainer must not take. Each is run in the sandbox on one short stream, with the
 Python guard and, where the machine has them, with the kernel layers alone."""
@@ -12,7 +12,7 @@ from harness.contract.registry import get_suite
 from harness.contract.suite import CellResult
 from harness.data import fixtures
 from harness.runner.sandboxed import run_cells_sandboxed
-from tests.test_hostile import needs_kernel
+from tests.sandbox.hostile_cases import needs_kernel
 
 HOSTILE = Path(__file__).parent / "hostile_tta"
 SUITE = dataclasses.replace(get_suite("tta"), chunk=1)  # one hostile server (and source

@@ -1,8 +1,8 @@
 """Submitted objectives train here with their loss served from the sandbox, and give the
 same numbers as the trusted in-process path.
 
-Attacks live in tests/test_hostile.py; these tests pin the normal behaviour: identical
-numbers (stateless, stateful and certified hooks, with lazily computed context), typed
+Attacks live in tests/sandbox/test_hostile_*.py; these tests pin the normal behaviour:
+identical numbers (stateless, stateful and certified hooks, with lazily computed context), typed
 failures, captured output, the protocol's checks and the isolation record.
 """
 

@@ -1,16 +1,16 @@
 """Switches off the guard's path checks without touching its (closure-bound) state, by
-rebinding one thing per case (``__HOSTILE_PARAM__``) that the check used to call, or still
-calls, at call time: sandbox_guard._real, os.fsdecode, posixpath.realpath (now captured
-at install), builtins.any and builtins.isinstance (looked up by the hook at each event),
-os.fspath (which the captured os.fsdecode looks up: a TypeError makes the check return
-without refusing), posixpath._joinrealpath (which the captured realpath looks up), and
-builtins.len made to raise (refuse() calls it before its try/finally, so the refusal
-becomes an ordinary exception and os._exit never runs); then reads /etc/passwd
-(swallowing the error), puts it back and trains.
+rebinding one thing per case (``__HOSTILE_PARAM__``) that the check once called at call
+time: sandbox_guard._real, os.fsdecode, posixpath.realpath, builtins.any,
+builtins.isinstance, os.fspath, posixpath._joinrealpath, and builtins.len made to raise
+(refuse() once called it before its try/finally, so the refusal became an ordinary
+exception and os._exit never ran); then reads /etc/passwd (swallowing the error), puts
+it back and trains. The guard now calls none of them when it checks an event: the
+builtins it uses (any, isinstance, len, ...) are captured when it is installed, and it
+takes a path apart with str, bytes and posix alone (harness/sandbox/guard.py).
 
-Expected: nothing is read (Landlock refuses it, EACCES, or the hook aborts it); the read
-is reported as a violation naming /etc/passwd and ends the child (``killed``/``violation``),
-which holds for the captured helpers and not yet for builtins and the helpers' internals.
+Expected: the rebinding changes nothing, in every case: nothing is read, and the read is
+refused as a violation naming /etc/passwd that ends the child (``killed``/``violation``).
+Were a rebinding to get past the guard, Landlock would still refuse the read (EACCES).
 """
 
 import builtins

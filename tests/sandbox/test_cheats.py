@@ -2,7 +2,7 @@
 
 Only the loss runs in the sandbox (docs/sandbox.md): the server of one member gets that
 member's batch — its logits, targets and asked-for context, rows in a secret order — and
-nothing else. Each file in tests/cheats/ tries a way the previous protocol left open
+nothing else. Each file in tests/sandbox/cheats/ tries a way the previous protocol left open
 (the trainer's data order, its frames, the other members' labels) and prints what it
 found; here its cells must score like cross-entropy on the same seeds, and the printout
 must show it found nothing. The first test shows the order cheat is real: given rows in

@@ -17,12 +17,12 @@ from harness.sandbox import launch, layers, process
 from harness.sandbox.launch import SandboxUnavailable, isolation_support
 from harness.sandbox.layers import LAYERS, Confinement, Layer, Setup
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "sandbox.md"
-# A cell's environment.sandbox of one process, as stored and shown (tests/test_hostile.py
-# checks the whole record of real runs).
+DOC = Path(__file__).resolve().parents[2] / "docs" / "sandbox.md"
+# A cell's environment.sandbox of one process, as stored and shown (assert_layers in
+# tests/sandbox/hostile_cases.py checks the whole record of real runs).
 RECORD_KEYS = {"mode", "namespaces", "uid", "landlock", "seccomp", "python_guard",
                "pids_cgroup", "memory_cgroup", "tmpfs_workdir"}
-# What the child reads of job.json (tests/test_sandbox_kernel.py writes these too).
+# What the child reads of job.json (tests/sandbox/test_sandbox_kernel.py writes these too).
 JOB_FLAGS = {"pid_namespace", "landlock", "seccomp", "python_guard"}
 FULL = {"namespaces": True, "setpriv": True, "uid_drop": False, "landlock": 6}
 LIMITS = process.Limits(wall_seconds=5, cpu_seconds=5, memory_bytes=1 << 30,

@@ -1,7 +1,7 @@
 """The sandbox's kernel layers hold on their own: IPC, disk quota, memory, the minimal root,
 W^X, and the descriptors a job gets.
 
-Each attack is a file in tests/hostile_kernel/ (its docstring says what it attempts and
+Each attack is a file in tests/sandbox/hostile_kernel/ (its docstring says what it attempts and
 what must happen), run as an objective's top-level code: through
 ``harness.sandbox.validate_sandboxed`` where the real validation path is enough, or
 straight through ``harness.sandbox.launch.launch`` (a validation job, as
@@ -37,7 +37,7 @@ from harness.sandbox.child import read_roots, write_roots
 from harness.sandbox.launch import Launch, isolation_support
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_kernel"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PARAMS_LINE = "PARAMS: dict = {}  # the test puts its parameters here"
 SUPPORT = isolation_support()
 NAMESPACES = bool(SUPPORT["namespaces"])

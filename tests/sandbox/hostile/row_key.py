@@ -1,7 +1,7 @@
 """Goes for the secret the rows of each batch are permuted with (``HARNESS_SANDBOX_KEY``,
 else ``sandbox.key`` in the worker's data directory): with it, and the public data order,
 a hook could tell which row is which sample and train on clean labels shipped in its
-file (tests/cheats/order_labels.py). Looks in its environment, then reads the key file
+file (tests/sandbox/cheats/order_labels.py). Looks in its environment, then reads the key file
 where the worker keeps it (``__HOSTILE_KEY_FILE__``); with the guard off (@kernel) it
 swallows the error and trains.
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from harness.train.batches import epoch_orders
 
-# The placeholders are filled in by tests/test_cheats.py before the file is loaded.
+# The placeholders are filled in by tests/sandbox/test_cheats.py before the file is loaded.
 CLEAN = torch.tensor(__CLEAN_LABELS__)  # noqa: F821
 EPOCHS, BATCH, SEEDS = __EPOCHS__, 64, 32  # noqa: F821
 STEPS = -(-len(CLEAN) // BATCH)

@@ -1,4 +1,4 @@
-"""Attacks specific to the unlearning suites (tests/hostile_unlearning/): reaching the
+"""Attacks specific to the unlearning suites (tests/sandbox/hostile_unlearning/): reaching the
 retain model or the evaluation answers through the fixture cache on disk or the heap.
 Each runs in the sandbox on the shortened mini-TOFU (2-epoch fixtures), with the Python
 guard and, where the machine has them, with the kernel layers alone.
@@ -15,8 +15,8 @@ import pytest
 from harness.contract.suite import CellResult
 from harness.data import fixtures
 from harness.runner.sandboxed import run_cells_sandboxed
-from tests.test_hostile import needs_kernel
-from tests.test_unlearning_suite import TOFU
+from suites.unlearning.tests.test_unlearning_suite import TOFU
+from tests.sandbox.hostile_cases import needs_kernel
 
 pytestmark = pytest.mark.slow
 HOSTILE = Path(__file__).parent / "hostile_unlearning"

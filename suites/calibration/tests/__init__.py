@@ -1,0 +1,1 @@
+"""The calibration suite's tests (found by pyproject.toml's testpaths: docs/testing.md)."""

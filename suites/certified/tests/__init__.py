@@ -1,0 +1,1 @@
+"""The certified-robustness suite's tests (found by pyproject.toml's testpaths: docs/testing.md)."""

@@ -1,0 +1,114 @@
+"""Each member's metrics and curves in both unlearning suites, from its unlearning
+trajectory (every epoch's parameters, recomputed by the judge): TOFU's forget quality and
+model utility, MUSE's memorisation, knowledge and privacy leakage, each against the
+member's target and retain models, the relearning attack, and the trajectories. The
+target's, retain models' and replicas' evaluations are computed once per process."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from torch import Tensor, nn
+
+from suites.unlearning import evaluate as ev
+from suites.unlearning import metrics as mt
+
+if TYPE_CHECKING:
+    from suites.unlearning.pipeline import Private
+
+
+EVALUATED: OrderedDict[tuple, Any] = OrderedDict()  # across runs: every objective's cells
+# start from the same target and retain models, evaluated once per process
+
+
+def memo(p: Private, what: str, i: int, compute: Callable[[], Any]) -> Any:
+    """``compute()`` for the target, retain or a replica model of member ``i``, once per
+    fixture entry and evaluation setting in this process."""
+    key = (p.scope, what, json.dumps(p.fixtures[i] if i >= 0 else None, sort_keys=True))
+    if key not in EVALUATED:
+        EVALUATED[key] = compute()
+        while len(EVALUATED) > 512:
+            EVALUATED.popitem(last=False)
+    return EVALUATED[key]
+
+
+def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str, Tensor]],
+                s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    sp = p.splits
+    target, r_target = memo(p, "target", i, lambda: ev.tofu(model, p.targets[i], sp))
+    retain, r_retain = memo(p, "retain", i, lambda: ev.tofu(model, p.retain[i], sp))
+    metrics, r_final = ev.tofu(model, trajectory[-1], sp)
+    fq, ks = mt.forget_quality(r_final, r_retain)
+    metrics |= {"forget_quality": fq, "log_forget_quality": float(np.log10(max(fq, 1e-300))),
+                "ks_statistic": ks, "target_utility": target["model_utility"],
+                "retain_model_utility": retain["model_utility"],
+                "utility_retained": metrics["model_utility"] / target["model_utility"]
+                if target["model_utility"] > 0 else 0.0}
+    metrics["score"] = ev.tofu_score(metrics["model_utility"], target["model_utility"], fq)
+    if p.replicas:
+        fqs = [mt.forget_quality(memo(p, "replica", -1 - k, lambda r=r: ev.tofu(
+            model, r, sp, generate_answers=False)[1]), r_retain)[0]
+               for k, r in enumerate(p.replicas)]
+        metrics["retain_model_fq"] = float(np.median(fqs))
+    # trajectories: epoch 0 is the target; utilities need generated answers
+    fq_curve, mu_curve, prob_curve = [], [], []
+    for e, point in enumerate([p.targets[i], *trajectory]):
+        if e == 0:
+            m, r = target, r_target
+        elif e == len(trajectory):
+            m, r = metrics, r_final
+        else:
+            m, r = ev.tofu(model, point, sp)
+        fq_curve.append(float(np.log10(max(mt.forget_quality(r, r_retain)[0], 1e-300))))
+        mu_curve.append(m["model_utility"])
+        prob_curve.append(m["forget_prob"])
+    metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_prob,
+                           ("held_back_prob", "relearn_forget_prob"))
+    curves = {"epochs": [float(e) for e in range(len(trajectory) + 1)],
+              "fq_trajectory": fq_curve, "mu_trajectory": mu_curve,
+              "forget_prob_trajectory": prob_curve}
+    return metrics, curves
+
+
+def muse_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str, Tensor]],
+                s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    sp = p.splits
+    target = memo(p, "target", i, lambda: ev.muse(model, p.targets[i], sp))
+    retain = memo(p, "retain", i, lambda: ev.muse(model, p.retain[i], sp))
+    curve = [target, *(ev.muse(model, point, sp) for point in trajectory)]
+    final = dict(curve[-1])
+    metrics = {k: final[k] for k in ("verbmem_forget", "knowmem_forget", "knowmem_retain")}
+    metrics["privleak"] = mt.privleak(final["auc"], retain["auc"])
+    metrics["score"] = ev.muse_score(final, target, retain)
+    metrics |= {"target_verbmem": target["verbmem_forget"],
+                "target_knowmem_forget": target["knowmem_forget"],
+                "retain_model_knowmem_forget": retain["knowmem_forget"],
+                "target_privleak": mt.privleak(target["auc"], retain["auc"])}
+    metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_knowmem,
+                           ("held_back_knowmem", "relearn_knowmem_forget"))
+    curves = {"epochs": [float(e) for e in range(len(curve))],
+              "verbmem_trajectory": [c["verbmem_forget"] for c in curve],
+              "knowmem_forget_trajectory": [c["knowmem_forget"] for c in curve],
+              "knowmem_retain_trajectory": [c["knowmem_retain"] for c in curve]}
+    return metrics, curves
+
+
+def _relearning(model: nn.Module, p: Private, i: int, unlearned: dict[str, Tensor],
+                s: Mapping[str, Any], measure: Callable[..., float],
+                names: tuple[str, str]) -> dict[str, float]:
+    """The relearning attack from the unlearned model: ``measure`` (what the held-back
+    forget questions score) before and after it, and the share of the way back to the
+    target's score it recovered (left out when unlearning lowered nothing to recover)."""
+    sp = p.splits
+    attacked = ev.relearn(model, unlearned, sp.relearn, steps=int(s["relearn_steps"]),
+                          lr=float(s["relearn_lr"]))
+    before, after = measure(model, unlearned, sp), measure(model, attacked, sp)
+    at_target = memo(p, "target-held-back", i, lambda: measure(model, p.targets[i], sp))
+    out = {names[0]: before, names[1]: after}
+    if at_target - before > 1e-6:
+        out["relearn_recovery"] = (after - before) / (at_target - before)
+    return out
