@@ -3,7 +3,7 @@
 #   1. every test not marked `serial`, over two pytest-xdist workers (one per core);
 #   2. the `serial` tests, alone on the machine (they restart PostgreSQL, or measure);
 # then the slowest tests of both runs and their wall times. Arguments go to both pytest
-# runs (e.g. `bash scripts/test.sh -x tests/test_cli.py`). COVERAGE=1 measures line and
+# runs (e.g. `bash scripts/test.sh -x tests/client/test_cli.py`). COVERAGE=1 measures line and
 # branch coverage over both runs, subprocesses included, and prints it per package (`make
 # coverage`). Needs the services of scripts/services.sh.
 set -euo pipefail

@@ -4,7 +4,7 @@ Float reductions take different paths on different instruction sets (AVX2, AVX-5
 AMX), and 100 epochs amplify a last-bit difference into different weights, so pinned
 numbers hold bit for bit only on the kind of CPU they were computed on. This recomputes
 every pinned cell with the code checked out here and records it under this machine's
-fingerprint (:func:`fingerprint`); tests/test_pinned_results.py compares against the set
+fingerprint (:func:`fingerprint`); tests/engine/test_pinned_results.py compares against the set
 of the machine it runs on. Run it from a checkout of the commit whose numbers are to be
 pinned (e.g. the last commit before a refactoring), never to paper over a change:
 

@@ -84,16 +84,17 @@ def pytest_addoption(parser):
 # The order only moves the end of a run; a file missing here runs after these, in pytest's
 # order.
 LONG_FILES = ("suites/unlearning/tests/test_unlearning_suite.py",
-              "tests/test_pinned_results.py", "tests/test_faults.py", "tests/test_bench.py",
-              "tests/sandbox/test_cli_sandbox.py", "tests/test_submit.py", "tests/test_cli.py",
-              "tests/test_submit_cli.py", "tests/test_browser.py",
+              "tests/engine/test_pinned_results.py", "tests/workers/test_faults.py",
+              "tests/test_bench.py", "tests/sandbox/test_cli_sandbox.py",
+              "tests/web/test_submit.py", "tests/client/test_cli.py",
+              "tests/client/test_submit_cli.py", "tests/web/test_browser.py",
               "suites/tta/tests/test_tta_suite.py",
               "tests/sandbox/test_hostile_unlearning.py", "tests/sandbox/test_hostile_processes.py",
               "tests/sandbox/test_hostile_tta.py", "tests/sandbox/test_sandbox.py",
               "suites/unlearning/tests/test_unlearning_released.py",
               "tests/sandbox/test_hostile_resources.py",
-              "tests/test_fake_suite.py", "tests/test_uploads.py",
-              "suites/certified/tests/test_certified_suite.py", "tests/test_heldout.py")
+              "tests/engine/test_fake_suite.py", "tests/web/test_uploads.py",
+              "suites/certified/tests/test_certified_suite.py", "tests/web/test_heldout.py")
 
 
 def pytest_collection_modifyitems(config, items):

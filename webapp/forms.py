@@ -23,8 +23,7 @@ from django.utils.text import slugify
 
 from harness.contract.registry import all_suites, get_suite, suite_names
 from harness.contract.suite import Suite
-from harness.objectives.loading import Objective as LoadedObjective
-from harness.objectives.loading import ObjectiveError, parse_assignments
+from harness.objectives.loading import LoadedObjective, ObjectiveError, parse_assignments
 from harness.report.textsafe import hidden_characters
 from harness.storage.models import Cell, Objective, ObjectiveVersion, Submission
 from webapp.execution import executors

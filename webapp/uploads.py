@@ -22,7 +22,7 @@ from django.utils.text import slugify
 
 from harness.contract.registry import builtins, get_suite
 from harness.contract.suite import Suite, is_number
-from harness.objectives.loading import Objective as LoadedObjective
+from harness.objectives.loading import LoadedObjective
 from harness.report.textsafe import hidden_characters, is_storable
 from harness.storage.models import (
     Cell,

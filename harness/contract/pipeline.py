@@ -33,7 +33,7 @@ from harness.contract.suite import CellResult, Suite, Variant
 if TYPE_CHECKING:
     import numpy as np
 
-    from harness.objectives.loading import Objective
+    from harness.objectives.loading import LoadedObjective
 
 MEMORY_MESSAGES = ("can't allocate memory", "not enough memory", "out of memory",
                    "cannot allocate memory")
@@ -72,7 +72,7 @@ class Pipeline(ABC):
         """The jobs covering every (variant, seed) member; trusted."""
 
     @abstractmethod
-    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+    def train(self, suite: Suite, objective: LoadedObjective, inputs: Mapping[str, np.ndarray],
               plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
               progress: Callable[[float], None] | None = None) -> TrainOutput:
         """Train one job's members with the objective; ``progress(cells)`` reports the

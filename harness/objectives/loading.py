@@ -42,7 +42,7 @@ def version_key_of(source: str, hyperparameters: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
-class Objective:
+class LoadedObjective:
     name: str
     origin: str  # "builtin" | "file" | "module"
     source: str
@@ -52,6 +52,9 @@ class Objective:
     description: str = ""
     path: str = ""
     context: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The module's ``MODEL`` as declared (None when it declares none): suites that let an
+    # objective choose model settings read and check it (certified, tta, unlearning).
+    model: Any = None
 
     @property
     def code_sha256(self) -> str:
@@ -90,7 +93,7 @@ class Objective:
         return bound
 
 
-def load_objective(spec: str, overrides: Mapping[str, Any] | None = None) -> Objective:
+def load_objective(spec: str, overrides: Mapping[str, Any] | None = None) -> LoadedObjective:
     """Resolve ``spec`` (file path, built-in name, or dotted module) and apply overrides."""
     path = Path(spec)
     if is_file_spec(spec):
@@ -118,7 +121,8 @@ def load_objective(spec: str, overrides: Mapping[str, Any] | None = None) -> Obj
 
 
 def objective_from_module(module: types.ModuleType, source: str, *, name: str, origin: str,
-                          path: str = "", overrides: Mapping[str, Any] | None = None) -> Objective:
+                          path: str = "", overrides: Mapping[str, Any] | None = None
+                          ) -> LoadedObjective:
     known = registry.hooks()
     hooks = {h: getattr(module, h) for h in known if callable(getattr(module, h, None))}
     if not hooks:
@@ -131,9 +135,10 @@ def objective_from_module(module: types.ModuleType, source: str, *, name: str, o
         context[hook] = tuple(c for c in known[hook].context if c in params)
     hyperparameters = {**defaults, **coerce_overrides(overrides or {}, defaults)}
     doc = (inspect.getdoc(module) or "").strip().splitlines()
-    return Objective(name=name, origin=origin, source=source, hooks=hooks, defaults=defaults,
-                     hyperparameters=hyperparameters, description=doc[0] if doc else "",
-                     path=path, context=context)
+    return LoadedObjective(name=name, origin=origin, source=source, hooks=hooks,
+                           defaults=defaults, hyperparameters=hyperparameters,
+                           description=doc[0] if doc else "", path=path, context=context,
+                           model=getattr(module, "MODEL", None))
 
 
 def check_signature(hook: str, fn: Callable) -> dict[str, Any]:
@@ -235,8 +240,8 @@ def _hyperparameter_names(hook: str, fn: Callable) -> set[str]:
 
 def read_source(path: Path) -> str:
     """An objective file's text, read as loading reads it (without running it): the
-    text :attr:`Objective.code_sha256` and :attr:`Objective.version_key` are computed from,
-    so a file checked and trained in the sandbox is stored under the same version."""
+    text :attr:`LoadedObjective.code_sha256` and :attr:`LoadedObjective.version_key` are
+    computed from, so a file checked and trained in the sandbox is stored under the same version."""
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -252,7 +257,7 @@ def is_file_spec(spec: str) -> bool:
 
 def _load_file(path: Path) -> tuple[types.ModuleType, str]:
     source = read_source(path)
-    # Compile under the resolved path, which is Objective.path, so that
+    # Compile under the resolved path, which is LoadedObjective.path, so that
     # user_traceback(exc, objective.path) finds the user's frames.
     filename = str(path.resolve())
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.objectives.loading import (
-    Objective,
+    LoadedObjective,
     ObjectiveError,
     load_objective,
     module_file_of,
@@ -42,7 +42,7 @@ class Problem:
 @dataclass
 class Validation:
     spec: str
-    objective: Objective | None = None
+    objective: LoadedObjective | None = None
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -95,7 +95,7 @@ def validate(spec: str, overrides: Mapping[str, Any] | None = None) -> Validatio
     return report
 
 
-def describe_hooks(objective: Objective) -> str:
+def describe_hooks(objective: LoadedObjective) -> str:
     """``classification_loss(q=0.7)``: each hook with the hyperparameters it takes."""
     parts = []
     for hook, fn in objective.hooks.items():
@@ -129,7 +129,7 @@ class SmokeCase:
     constant: tuple[str, ...] = ()
 
 
-def check_loss_hook(objective: Objective, hook: str, cases: list[SmokeCase], *, batch: int,
+def check_loss_hook(objective: LoadedObjective, hook: str, cases: list[SmokeCase], *, batch: int,
                     inputs: str) -> list[Problem]:
     """Run a loss-like hook on ``cases`` (the first is the ordinary batch) and, when they
     pass, seed-batched under vmap: every suite's smoke test for such hooks ends here.
@@ -192,7 +192,7 @@ def classification_cases(wants_progress: bool) -> list[SmokeCase]:
     return cases
 
 
-def check_classification_loss(objective: Objective, hook: str) -> list[Problem]:
+def check_classification_loss(objective: LoadedObjective, hook: str) -> list[Problem]:
     """``classification_loss`` on :func:`classification_cases`."""
     return check_loss_hook(objective, hook,
                            classification_cases(objective.wants(hook, "progress")),
@@ -390,11 +390,11 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first.rstrip('.')}" if first else type(exc).__name__
 
 
-def _user_file(objective: Objective, hook: str) -> str:
+def _user_file(objective: LoadedObjective, hook: str) -> str:
     return objective.path or module_file_of(objective.hooks[hook])
 
 
-def smoke_test(hook: str) -> Callable[[Objective, str], list[Problem]]:
+def smoke_test(hook: str) -> Callable[[LoadedObjective, str], list[Problem]]:
     """The hook's smoke test, named by its :class:`~harness.objectives.spec.HookSpec`."""
     import importlib
 

@@ -14,7 +14,7 @@ Conventions
   comparison), and a paired comparison's verdict is the paired t-test at the same level.
   Measured coverage of the nominal 95% interval of the mean (paired differences in
   brackets: x and y share a seed effect of spread 5, noise of the kind named), 20,000
-  seeded draws per cell; ``tests/test_stats.py`` repeats this simulation and fails
+  seeded draws per cell; ``tests/engine/test_stats.py`` repeats this simulation and fails
   outside 93–97%:
 
   ==================================  ============  ============  ============

@@ -23,7 +23,7 @@ Burdick, Borror & Montgomery 2005, ch. 3): each mean square's pivot
 ``MS_T · df_T / χ²(df_T)`` is drawn (seeded), the estimator formula is applied to the
 drawn pivots, and the interval is the 2.5 and 97.5 percentiles of what comes out. Measured
 coverage of the nominal 95% interval of each source's *share* of the total (2,000 seeded
-designs per case; effects normal unless said; ``tests/test_variance.py`` repeats part of
+designs per case; effects normal unless said; ``tests/engine/test_variance.py`` repeats part of
 this and fails outside 93–97% for the streams):
 
     ======================================  =====================  =====================

@@ -13,10 +13,10 @@ from harness.contract.suite import CellResult, Suite
 from harness.runner.jobs import asked, chunk_jobs, share_of, train_safely
 
 if TYPE_CHECKING:
-    from harness.objectives.loading import Objective
+    from harness.objectives.loading import LoadedObjective
 
 
-def run_cells(suite: Suite, objective: Objective, variants: list[str], seeds: list[int], *,
+def run_cells(suite: Suite, objective: LoadedObjective, variants: list[str], seeds: list[int], *,
               data_root: str | None = None, download: bool = False,
               progress: Callable[[float], None] | None = None,
               **options: Any) -> list[CellResult]:

@@ -12,7 +12,7 @@ from harness.contract.suite import CellResult, Suite, Variant
 
 if TYPE_CHECKING:
     from harness.contract.chunks import Chunk
-    from harness.objectives.loading import Objective
+    from harness.objectives.loading import LoadedObjective
 
 
 def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
@@ -40,7 +40,7 @@ def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
 
 
 
-def train_safely(pipeline: Pipeline, suite: Suite, objective: Objective,
+def train_safely(pipeline: Pipeline, suite: Suite, objective: LoadedObjective,
                  inputs: Mapping[str, Any], plan: Mapping[str, Any],
                  **options: Any) -> TrainOutput:
     """``pipeline.train``, with an objective failure turned into an output instead of raising."""

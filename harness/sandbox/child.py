@@ -241,13 +241,8 @@ def _reduced(out):
 
 def _declared(objective) -> dict:
     """What the trainer needs to know of the objective (JSON: it checks every field)."""
-    import inspect
-
-    model = {}
-    for fn in objective.hooks.values():
-        declared = getattr(inspect.unwrap(fn), "__globals__", {}).get("MODEL", {})
-        model = declared if isinstance(declared, dict) else {"invalid": repr(declared)[:200]}
-        break
+    declared = {} if objective.model is None else objective.model
+    model = declared if isinstance(declared, dict) else {"invalid": repr(declared)[:200]}
     return {"name": objective.name, "hooks": list(objective.hooks),
             "context": {k: list(v) for k, v in objective.context.items()},
             "hyperparameters": dict(objective.hyperparameters),

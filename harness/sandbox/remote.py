@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from harness.contract import registry
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.sandbox import lossproto
 from harness.sandbox.lossproto import ProtocolError
 from harness.sandbox.process import Limits, Process
@@ -127,12 +127,12 @@ class LossServers:
 
     # --- the objective as the trainer sees it -----------------------------------------
 
-    def objective(self) -> Objective:
+    def objective(self) -> LoadedObjective:
         d = self.declared
-        return Objective(name=d["name"], origin="file", source=self.code,
-                         hooks={h: RemoteHook(self, h, d["model"]) for h in d["hooks"]},
-                         defaults=d["defaults"], hyperparameters=d["hyperparameters"],
-                         path=self.filename, context=d["context"])
+        return LoadedObjective(name=d["name"], origin="file", source=self.code,
+                               hooks={h: RemoteHook(self, h) for h in d["hooks"]},
+                               defaults=d["defaults"], hyperparameters=d["hyperparameters"],
+                               path=self.filename, context=d["context"], model=d["model"])
 
     # --- one hook call --------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ returned gradients into the model. A post-hoc hook goes through :meth:`RemoteHoo
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,10 +30,8 @@ if TYPE_CHECKING:
 class RemoteHook:
     """A hook whose body runs in the loss servers; called like the objective's own."""
 
-    def __init__(self, servers: LossServers, name: str, model: Mapping[str, Any]) -> None:
+    def __init__(self, servers: LossServers, name: str) -> None:
         self.servers, self.name = servers, name
-        # What suites read from an objective module's globals (its declared ``MODEL``).
-        self.__globals__ = {"MODEL": dict(model)}
         self.__name__ = name
         # Per call structure: its traced graph, or None where it is served per call.
         self.graphs: dict[str, Graph | None] = {}

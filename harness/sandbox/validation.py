@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract import registry
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.objectives.validate import Validation
 from harness.sandbox.process import Limits, Process
 
@@ -80,14 +80,14 @@ def _read_validation(workdir: Path) -> dict[str, Any]:
     return report
 
 
-def _described_objective(o: Mapping[str, Any], code: str, filename: str) -> Objective:
+def _described_objective(o: Mapping[str, Any], code: str, filename: str) -> LoadedObjective:
     def not_here(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("a submitted objective's hooks run only in the sandbox")
 
-    return Objective(name=o["name"], origin="file", source=code,
-                     hooks={h: not_here for h in o["hooks"]}, defaults=o["defaults"],
-                     hyperparameters=o["hyperparameters"], description=o["description"],
-                     path=filename, context=o["context"])
+    return LoadedObjective(name=o["name"], origin="file", source=code,
+                           hooks={h: not_here for h in o["hooks"]}, defaults=o["defaults"],
+                           hyperparameters=o["hyperparameters"], description=o["description"],
+                           path=filename, context=o["context"])
 
 
 def _load_json(path: Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.utils.text import slugify
 
 from harness.contract.suite import Suite
-from harness.objectives.loading import Objective as LoadedObjective
+from harness.objectives.loading import LoadedObjective
 from harness.storage import store
 from harness.storage.models import Cell, Objective, ObjectiveVersion
 

@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from harness.contract.suite import CellResult, Suite
-from harness.objectives.loading import Objective as LoadedObjective
+from harness.objectives.loading import LoadedObjective
 from harness.report.jsonsafe import finite_or_none
 from harness.report.tables import CellRow
 from harness.report.textsafe import storable

@@ -24,7 +24,7 @@ from harness.contract.pipeline import Job, Pipeline, TrainOutput
 from harness.contract.reliability import reliability_curves
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.models.mlp import mlp
-from harness.objectives.loading import Objective, load_objective
+from harness.objectives.loading import LoadedObjective, load_objective
 from harness.train import (
     Shuffled,
     TrainConfig,
@@ -62,7 +62,7 @@ class Calibration(Pipeline):
                             private=d))
         return jobs
 
-    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+    def train(self, suite: Suite, objective: LoadedObjective, inputs: Mapping[str, np.ndarray],
               plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
               progress: Callable[[float], None] | None = None) -> TrainOutput:
         """Train every member; with a calibrator, its test probabilities too. Nothing judged."""

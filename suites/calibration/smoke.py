@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.objectives.validate import Problem, call_for_tensor
 
 CLASSES, VAL, TEST = 5, 64, 16
 
 
-def check_posthoc_calibration(objective: Objective, hook: str) -> list[Problem]:
+def check_posthoc_calibration(objective: LoadedObjective, hook: str) -> list[Problem]:
     """It must map test logits to probabilities: ``[M, K]``, finite, in [0, 1], rows
     summing to 1; on ordinary, very confident and single-row test logits."""
     import torch

@@ -27,7 +27,7 @@ from harness.contract.judging import Failure, cell_results
 from harness.contract.outputs import check_array, diverged_in, diverged_out, params_in, params_out
 from harness.contract.pipeline import Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.train import ObjectiveRuntimeError, Shuffled, predict, stacked_init, train_members
 from suites.certified.attack import PGDConfig
 from suites.certified.data import Box, Dataset, load_dataset
@@ -71,7 +71,7 @@ class Certified(Pipeline):
                             private=data))
         return jobs
 
-    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+    def train(self, suite: Suite, objective: LoadedObjective, inputs: Mapping[str, np.ndarray],
               plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
               progress: Callable[[float], None] | None = None) -> TrainOutput:
         """Train one variant's members; stacked weights and curves out."""

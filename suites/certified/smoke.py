@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.objectives.validate import (
     BATCH,
     CLASSES,
@@ -18,7 +18,7 @@ from harness.objectives.validate import (
 WIDTHS = (64, 128, 128, CLASSES)  # the digits network: input, hidden, hidden, logits
 
 
-def check_certified_loss(objective: Objective, hook: str) -> list[Problem]:
+def check_certified_loss(objective: LoadedObjective, hook: str) -> list[Problem]:
     return check_loss_hook(objective, hook, certified_cases(objective.wants(hook, "progress")),
                            batch=BATCH, inputs="its inputs (logits, worst_logits, context)")
 

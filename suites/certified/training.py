@@ -3,7 +3,6 @@ the member loss the seed-batched trainer minimises (one member; vmapped over mem
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,7 @@ from torch.func import functional_call
 from harness.contract import seeding
 from harness.contract.pipeline import InvalidOutput
 from harness.contract.suite import Suite, Variant
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.train import TrainConfig, with_state
 from suites.certified import bounds
 from suites.certified.attack import pgd_train_inputs
@@ -37,12 +36,12 @@ class Training:
 
 
 
-def training_for(objective: Objective, suite: Suite) -> Training:
+def training_for(objective: LoadedObjective, suite: Suite) -> Training:
     """Natural for the suite's reference built-in, the objective's own ``certified_loss``
     when it has one, else its ``classification_loss`` lifted with the IBP mixing."""
     (hook,) = suite.hooks
     if hook in objective.hooks:
-        options = model_options(objective, hook)
+        options = model_options(objective)
         return Training("certified", hook, frozenset(objective.context.get(hook, ())),
                         **options)
     if "classification_loss" not in objective.hooks:
@@ -54,10 +53,9 @@ def training_for(objective: Objective, suite: Suite) -> Training:
                     frozenset(objective.context.get("classification_loss", ())))
 
 
-def model_options(objective: Objective, hook: str) -> dict[str, Any]:
+def model_options(objective: LoadedObjective) -> dict[str, Any]:
     """The module-level ``MODEL = {"batch_norm": ..., "init": ...}`` an objective declares."""
-    fn = inspect.unwrap(objective.hooks[hook])
-    declared = getattr(fn, "__globals__", {}).get("MODEL", {})
+    declared = {} if objective.model is None else objective.model
     if not isinstance(declared, dict):
         raise ValueError(f"{objective.name}: MODEL must be a dict like "
                          f"{{'batch_norm': True, 'init': 'ibp'}}, got {declared!r}")
@@ -104,7 +102,7 @@ def model_for(data: Dataset, training: Training) -> Net:
                              **options)
 
 
-def member_loss(net: Net, objective: Objective, training: Training, schedule: Schedule,
+def member_loss(net: Net, objective: LoadedObjective, training: Training, schedule: Schedule,
                 box: Box, *, train_pgd_steps: int = 10) -> Callable[..., Tensor]:
     """``(params, batch, state, progress) -> loss`` for ONE member; ``batch`` holds its
     inputs ``x``, labels ``y`` and their training-set ``index``."""

@@ -22,7 +22,7 @@ from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.data import data_root
 from harness.models.mlp import mlp
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.train import (
     Shuffled,
     TrainConfig,
@@ -66,7 +66,7 @@ class NoisyLabels(Pipeline):
                             private=data))
         return jobs
 
-    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+    def train(self, suite: Suite, objective: LoadedObjective, inputs: Mapping[str, np.ndarray],
               plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
               progress: Callable[[float], None] | None = None) -> TrainOutput:
         """Train every member on its noisy labels; weights and curves out, nothing judged."""

@@ -22,7 +22,7 @@ from harness.contract.outputs import check_array, probability_rows
 from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.data import fixtures
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.train import ObjectiveRuntimeError
 from suites.tta import CORRUPTIONS, HELD_OUT, SEVERITIES, streams
 from suites.tta import adapt as a
@@ -90,7 +90,7 @@ class TestTimeAdaptation(Pipeline):
             needed += [e for e in entries if e not in needed]
         return needed
 
-    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+    def train(self, suite: Suite, objective: LoadedObjective, inputs: Mapping[str, np.ndarray],
               plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
               progress: Callable[[float], None] | None = None) -> TrainOutput:
         hooks = {h: objective.bind(h) for h in (a.LOSS, a.ADJUST) if h in objective.hooks}
@@ -98,7 +98,7 @@ class TestTimeAdaptation(Pipeline):
             raise ObjectiveRuntimeError(f"{objective.name} defines neither {a.LOSS} nor "
                                         f"{a.ADJUST}: this suite runs only test-time objectives")
         try:
-            opts = a.options(_declared_model(objective))
+            opts = a.options(objective.model)
         except ValueError as exc:
             raise ObjectiveRuntimeError(f"{objective.name}: {exc}") from exc
         t = lambda k: torch.from_numpy(np.ascontiguousarray(inputs[k]))  # noqa: E731
@@ -163,15 +163,6 @@ def problem(probs: np.ndarray, batches: list[tuple[int, int]] | None) -> str:
 def _domains(stream: streams.Stream, domain: Mapping[tuple[int, int], int]) -> np.ndarray:
     rows = np.array([domain[(g.corruption, g.severity)] for g in stream.segments])
     return rows[stream.segment]
-
-
-def _declared_model(objective: Objective) -> Any:
-    """The ``MODEL`` dict of the objective's module (read from any of its hooks)."""
-    for fn in objective.hooks.values():
-        glob = getattr(fn, "__globals__", None)
-        if isinstance(glob, Mapping) and "MODEL" in glob:
-            return glob["MODEL"]
-    return None
 
 
 def _data(suite: Suite, config: Mapping[str, Any], data_root: str | None,

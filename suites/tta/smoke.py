@@ -9,24 +9,22 @@ to 1, including a batch of one sample. Both check the objective's ``MODEL`` step
 
 from __future__ import annotations
 
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.objectives.validate import Problem, SmokeCase, call_for_tensor, check_loss_hook
 
 CLASSES, FEATURES, PARAMS, BATCH = 10, 32, 48, 16
 
 
-def _model_problem(objective: Objective) -> list[Problem]:
+def _model_problem(objective: LoadedObjective) -> list[Problem]:
     from suites.tta.adapt import options
-    from suites.tta.pipeline import _declared_model
-
     try:
-        options(_declared_model(objective))
+        options(objective.model)
     except ValueError as exc:
         return [Problem("model", "error", str(exc))]
     return []
 
 
-def check_tta_loss(objective: Objective, hook: str) -> list[Problem]:
+def check_tta_loss(objective: LoadedObjective, hook: str) -> list[Problem]:
     """The loss on ordinary (3 × randn), confident and all-zero logits, with a fresh and a
     written memory, at both ends of the stream when it reads ``progress``."""
     import torch
@@ -63,7 +61,7 @@ def check_tta_loss(objective: Objective, hook: str) -> list[Problem]:
     return check_loss_hook(objective, hook, cases, batch=BATCH, inputs="the logits")
 
 
-def check_tta_adjust(objective: Objective, hook: str) -> list[Problem]:
+def check_tta_adjust(objective: LoadedObjective, hook: str) -> list[Problem]:
     """Probabilities out for ordinary, confident, 4-sample and 1-sample batches."""
     import torch
 

@@ -28,7 +28,7 @@ from harness.contract.outputs import check_array
 from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.data import fixtures
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.train import ObjectiveRuntimeError, Paired, Shuffled, TrainConfig, train_members
 from suites.unlearning import evaluate as ev
 from suites.unlearning.batch import lm_batch
@@ -99,7 +99,7 @@ class Unlearning(Pipeline):
                 jobs.append(_mini_job(suite, variant, seeds))
         return jobs
 
-    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+    def train(self, suite: Suite, objective: LoadedObjective, inputs: Mapping[str, np.ndarray],
               plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
               progress: Callable[[float], None] | None = None) -> TrainOutput:
         if HOOK not in objective.hooks:
@@ -246,13 +246,9 @@ def _control_vector(seed: int, width: int) -> np.ndarray:
     return (u / np.linalg.norm(u)).astype(np.float32)
 
 
-def _hidden_layer(objective: Objective, layers: int, default: int) -> int:
-    model = None
-    for fn in objective.hooks.values():
-        glob = getattr(fn, "__globals__", None)
-        if isinstance(glob, Mapping) and isinstance(glob.get("MODEL"), Mapping):
-            model = glob["MODEL"]
-    value = default if model is None else model.get("hidden_layer", default)
+def _hidden_layer(objective: LoadedObjective, layers: int, default: int) -> int:
+    model = objective.model if isinstance(objective.model, Mapping) else {}
+    value = model.get("hidden_layer", default)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < layers:
         raise ObjectiveRuntimeError(
             f"{objective.name}: MODEL['hidden_layer'] must be a block index 0..{layers - 1} "

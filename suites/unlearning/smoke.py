@@ -9,7 +9,7 @@ confident ones (×30, where NPO-style log-sigmoids saturate) and both ends of
 
 from __future__ import annotations
 
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.objectives.validate import Problem, SmokeCase, check_loss_hook
 
 VOCAB, WIDTH, HIDDEN = 40, 7, 16
@@ -30,7 +30,7 @@ def _batch(gen, rows: int, scale: float):
     return lm_batch(logits, labels, mask)
 
 
-def check_unlearning_loss(objective: Objective, hook: str) -> list[Problem]:
+def check_unlearning_loss(objective: LoadedObjective, hook: str) -> list[Problem]:
     import torch
 
     from harness.train import ObjectiveRuntimeError
@@ -70,7 +70,7 @@ def check_unlearning_loss(objective: Objective, hook: str) -> list[Problem]:
     return [_no_update(objective, hook, cases[0], p) for p in problems]
 
 
-def _no_update(objective: Objective, hook: str, case: SmokeCase, problem: Problem) -> Problem:
+def _no_update(objective: LoadedObjective, hook: str, case: SmokeCase, problem: Problem) -> Problem:
     """A loss that is exactly 0 everywhere leaves the target untouched: the suite's reference
     row (``target``). Legal, so a warning; a loss that is not 0 but has no gradient stays an
     error."""

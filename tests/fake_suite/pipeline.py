@@ -19,7 +19,7 @@ from harness.contract.outputs import check_array, diverged_in, diverged_out, par
 from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.reliability import reliability_curves
 from harness.contract.suite import CellResult, Suite, Variant
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.train import Shuffled, TrainConfig, each_member, stacked_init, train_members
 
 DATASET_SEED = 20261201
@@ -37,7 +37,7 @@ class FakeRegression(Pipeline):
                               "x_test": data["x_test"]},
                     {"seeds": [s for _, s in members]}, private=data)]
 
-    def train(self, suite: Suite, objective: Objective, inputs: Mapping[str, np.ndarray],
+    def train(self, suite: Suite, objective: LoadedObjective, inputs: Mapping[str, np.ndarray],
               plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
               progress: Callable[[float], None] | None = None) -> TrainOutput:
         seeds = list(plan["seeds"])

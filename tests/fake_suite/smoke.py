@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from harness.objectives.loading import Objective
+from harness.objectives.loading import LoadedObjective
 from harness.objectives.validate import ORDINARY, Problem, SmokeCase, check_loss_hook
 
 BATCH = 8
 
 
-def check_regression_loss(objective: Objective, hook: str) -> list[Problem]:
+def check_regression_loss(objective: LoadedObjective, hook: str) -> list[Problem]:
     import torch
 
     gen = torch.Generator().manual_seed(0)
@@ -19,7 +19,7 @@ def check_regression_loss(objective: Objective, hook: str) -> list[Problem]:
     return check_loss_hook(objective, hook, cases, batch=BATCH, inputs="the predictions")
 
 
-def check_posthoc_shift(objective: Objective, hook: str) -> list[Problem]:
+def check_posthoc_shift(objective: LoadedObjective, hook: str) -> list[Problem]:
     """Not a loss: it must return finite adjusted predictions shaped like ``test_pred``."""
     import torch
 

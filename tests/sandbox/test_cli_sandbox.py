@@ -7,8 +7,8 @@ listener standing in for the local PostgreSQL and Redis), or reads a secret from
 environment and prints it. Everything is checked from outside: the marker file, the
 listener's accepted connections, the CLI's output and the stored rows. The real `harness`
 command runs in subprocesses on the embedded SQLite default, with smoke-run epochs
-(as in tests/test_cli.py), training in the CLI's own process (``--workers 1``: a sandboxed
-run over the worker pool is tests/test_fake_suite.py's).
+(as in tests/client/test_cli.py), training in the CLI's own process (``--workers 1``: a sandboxed
+run over the worker pool is tests/engine/test_fake_suite.py's).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from types import SimpleNamespace
 import pytest
 
 from harness.objectives.loading import load_objective
-from tests.test_cli import IN_PROCESS, cells, harness, query, write
-from tests.test_textsafe import RAW_CONTROLS
+from tests.client.test_cli import IN_PROCESS, cells, harness, query, write
+from tests.engine.test_textsafe import RAW_CONTROLS
 
 SHORT = ["--variants", "clean", "--seeds", "1", "--epochs", "1"]
 SECRET = "s3cret-d4tabase-passw0rd"
@@ -183,7 +183,7 @@ def test_run_sandbox_trains_an_honest_file_under_its_usual_version(env, tmp_path
 def test_run_sandbox_refuses_a_file_the_validator_caught_misbehaving(env, tmp_path):
     """A hook that peeks on the validator's smoke batches is refused before any cell runs,
     as the submission form refuses it (one that peeks only in training is killed then:
-    tests/test_cli.py)."""
+    tests/client/test_cli.py)."""
     write(tmp_path / "peeks.py", """\
 def classification_loss(logits, targets):
     open("/etc/passwd").read()

@@ -185,7 +185,7 @@ def test_sandboxed_calibrator_gives_the_in_process_numbers():
 @pytest.mark.slow
 def test_cli_prints_a_table_per_track(tmp_path):
     env = cli_environment(tmp_path / "home")
-    # --workers 1: the tables are the point, not the process pool (tests/test_cli.py's)
+    # --workers 1: the tables are the point, not the process pool (tests/client/test_cli.py's)
     cmd = [sys.executable, "-m", "harness.cli", "run", "suite", "calibration", "-o", "focal3",
            "-o", "temperature", "--variants", "digits", "--seeds", "2", "--epochs", "2",
            "--workers", "1"]
@@ -253,7 +253,7 @@ def test_cifar10_variant_runs_both_tracks_on_fixture_files(tmp_path):
     judged like the embedded variants."""
     from harness.data.real import DatasetMissing
     from suites.calibration import data
-    from tests.test_real_data import make_cifar10
+    from tests.engine.test_real_data import make_cifar10
 
     with pytest.raises(DatasetMissing, match="--download"):
         data.cifar10(str(tmp_path))

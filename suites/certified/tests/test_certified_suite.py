@@ -357,7 +357,7 @@ def test_cli_refuses_an_objective_the_suite_cannot_run(capsys):
 
 def test_real_data_variants_run_on_fixture_files(tmp_path):
     """MNIST and CIFAR-10 (normalised: radius ε/σ_c) through the small CNN, with BatchNorm."""
-    from tests.test_real_data import make_cifar10, make_mnist
+    from tests.engine.test_real_data import make_cifar10, make_mnist
 
     # Full CROWN of the CNN costs seconds per test image and member: 2 test images (the
     # fewest training-mode BatchNorm takes for the per-epoch accuracy), 2 members.

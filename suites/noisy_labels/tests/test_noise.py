@@ -1,5 +1,6 @@
 """The noisy-labels suite's noise generators (suites/noisy_labels/noise.py) and its noisy-label
-draw. Stream seeds are tested in tests/test_seeding.py, the digits split in tests/test_digits.py."""
+draw. Stream seeds are tested in tests/engine/test_seeding.py, the digits split in
+tests/engine/test_digits.py."""
 
 import hashlib
 import subprocess

@@ -130,7 +130,7 @@ def test_unknown_variant_names_the_available_ones():
 
 def test_real_data_variants_run_end_to_end_on_fixture_files(tmp_path):
     """MNIST and CIFAR-10(N) variants through the suite, on small files in the real formats."""
-    from tests.test_real_data import make_cifar10, make_cifar10n, make_mnist
+    from tests.engine.test_real_data import make_cifar10, make_cifar10n, make_mnist
 
     mnist = make_mnist(tmp_path, n_train=40, n_test=10)
     make_cifar10(tmp_path, per_batch=4, n_test=6)

@@ -436,7 +436,7 @@ def test_the_cifar10c_variant_runs_end_to_end_on_fixture_files(tmp_path: Path,
     from harness.contract.registry import get_suite, pipeline
     from harness.objectives.loading import load_objective
     from harness.runner.jobs import prepare_fixtures
-    from tests.test_real_data import make_cifar10
+    from tests.engine.test_real_data import make_cifar10
 
     monkeypatch.setenv("HARNESS_FIXTURES", str(tmp_path / "fixtures"))
     monkeypatch.setenv("HARNESS_DATA", str(tmp_path / "elsewhere"))  # --data-root must win

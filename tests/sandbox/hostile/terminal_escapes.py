@@ -6,7 +6,7 @@ first hook call.
 
 Expected: output is data: the cell is ``ok`` and scores as plain cross-entropy; the
 sequences are stored in its captured output exactly as printed (escaping them for a
-terminal or a page is the display's job, tested in tests/test_textsafe.py).
+terminal or a page is the display's job, tested in tests/engine/test_textsafe.py).
 """
 
 import torch.nn.functional as F

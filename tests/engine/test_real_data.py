@@ -22,7 +22,7 @@ from harness.data.real import (
     load_mnist,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------- fixture writers (real formats)

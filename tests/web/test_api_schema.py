@@ -9,7 +9,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
-from tests.test_leaderboard import CE, GCE, make_objective
+from tests.web.test_leaderboard import CE, GCE, make_objective
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ from tasks import app, dispatch
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # A group trains its chunk of 5 members (harness/contract/chunks.py) on one thread, ~0.08 s an epoch
 # on an idle core (2-3 times that beside the other pytest worker).
 LONG = "1.0+e30"  # ~2.5 s: a kill after the cell is seen "running" lands mid-cell

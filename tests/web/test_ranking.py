@@ -82,7 +82,7 @@ def test_only_ranked_objectives_are_compared_and_too_few_give_nothing():
 
 @pytest.mark.django_db
 def test_the_suite_page_shows_both_for_ranked_objectives(client):
-    from tests.test_leaderboard import make_objective
+    from tests.web.test_leaderboard import make_objective
 
     ranked = ("clean", "sym-0.4", "sym-0.6", "asym-0.4")
     make_objective("ce", {v: [0.90 - 0.1 * i, 0.91 - 0.1 * i, 0.89 - 0.1 * i]
@@ -92,7 +92,7 @@ def test_the_suite_page_shows_both_for_ranked_objectives(client):
     make_objective("mae", {v: [0.80, 0.81, 0.79] for v in ranked})
     make_objective("few", {"clean": [0.99]})  # provisional: in neither view
     html = client.get("/suites/noisy-labels/").content.decode()
-    from tests.test_pages import _json_script
+    from tests.web.test_pages import _json_script
 
     profiles = _json_script(html, "profiles-data")
     assert [t["name"] for t in profiles["data"]] == ["gce", "mae", "ce"]

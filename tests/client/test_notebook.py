@@ -15,7 +15,7 @@ from nbclient import NotebookClient
 
 from tests.conftest import cli_environment
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "docs" / "example.ipynb"
 PLOTLY = "application/vnd.plotly.v1+json"
 

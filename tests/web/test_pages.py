@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.test_leaderboard import (
+from tests.web.test_leaderboard import (
     CE,
     FAKE_HUBER,
     FAKE_MSE,

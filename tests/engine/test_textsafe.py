@@ -13,7 +13,7 @@ import pytest
 
 from harness.report.textsafe import printable, storable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Known answers: what an objective prints, and what the operator must see instead.
 ESC = "\x1b[2J\x1b[31mred\x1b[0m"  # clear the screen, colour

@@ -4,11 +4,11 @@ runs through the real Celery task (eagerly) and the sandbox; nothing is mocked.
 
 Plain cross-entropy (``ce``), trained locally as a user would (sandboxed, both variants
 in one run; in the CLI's own process, ``--workers 1``: the worker pool is tested in
-tests/test_cli.py) and re-run by the server as it trains a submission (one variant a job): a
+tests/client/test_cli.py) and re-run by the server as it trains a submission (one variant a job): a
 cell's numbers do not depend on the job it shares (harness/contract/chunks.py), and the local run
 and the server share this machine's row-order key (a real server's differs: an upload of
 a position-dependent objective is then "unverifiable", naming the key;
-tests/test_uploads.py)."""
+tests/web/test_uploads.py)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from harness.contract.registry import builtins
 from harness.objectives.loading import read_source
 from harness.runner.environment import using_threads
 from harness.storage.models import Cell, Upload
+from tests.client.test_cli import IN_PROCESS  # a command costs seconds already: no pool too
 from tests.conftest import cli_environment
-from tests.test_cli import IN_PROCESS  # a command costs seconds already: no pool too
 from webapp import tokens
 
 CLI = [sys.executable, "-m", "harness.cli"]

@@ -15,7 +15,7 @@ from harness.contract.suite import CellResult
 from harness.report.variance import FACTORS, complete_grid, decompose
 from harness.storage import store
 from harness.storage.models import Cell, FactorialCell, Objective, ObjectiveVersion
-from tests.test_cli import IN_PROCESS, harness, query, strict_json
+from tests.client.test_cli import IN_PROCESS, harness, query, strict_json
 from webapp.leaderboard.factorial import variance_sources
 
 RUN = ["run", "suite", "noisy-labels", "-o", "ce", "--variants", "sym-0.4", "--epochs", "2",

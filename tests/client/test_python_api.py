@@ -294,7 +294,7 @@ def test_interrupting_a_notebook_run_keeps_finished_groups_and_the_kernel(tmp_pa
 
 def test_the_cli_calls_the_api_for_run_results_and_validate():
     """The CLI is a thin layer: its verbs call harness.api, and no second run path."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     found = subprocess.run(["git", "grep", "-n", "-E", r"api\.(run|results|validate)\(",
                             "--", "harness/cli.py"], cwd=root, capture_output=True,
                            text=True).stdout
@@ -309,5 +309,5 @@ def test_importing_the_api_is_light():
     code = ("import sys; from harness import api; "
             "print(sorted(m for m in ('torch', 'django', 'pandas', 'plotly') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[1])
+                         check=True, cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"

@@ -10,9 +10,9 @@ import pytest
 from harness.contract.suite import CellResult
 from harness.storage import store
 from harness.storage.models import Cell, TableCache
-from tests.test_factorial import _grid, _store, _version
-from tests.test_leaderboard import CE, ENV, GCE, MAE, SUITE, make_objective
-from tests.test_leaderboard_incremental import Spy
+from tests.web.test_factorial import _grid, _store, _version
+from tests.web.test_leaderboard import CE, ENV, GCE, MAE, SUITE, make_objective
+from tests.web.test_leaderboard_incremental import Spy
 from webapp import rendered
 
 pytestmark = pytest.mark.django_db

@@ -25,7 +25,7 @@ import pytest
 from harness.runner.environment import using_threads
 from tests.pin_machine import fingerprint, groups, rerun
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def _pinned() -> list[dict]:

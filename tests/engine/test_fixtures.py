@@ -44,7 +44,7 @@ def build_bad(config: dict, seed: int | None) -> object:
 
 
 def suite(**fixture_changes) -> Suite:
-    fixture = Fixture("model", "tests.test_fixtures:build_counted", {"scale": 2.0})
+    fixture = Fixture("model", "tests.engine.test_fixtures:build_counted", {"scale": 2.0})
     return Suite(name="fx", version="1.0", description="d", hooks=("classification_loss",),
                  headline="acc", metrics=(MetricSpec("acc", "accuracy"),),
                  anchors={"acc": Anchors(0.0, 1.0)}, variants=(Variant("v", {}, "v"),),
@@ -140,13 +140,13 @@ def test_fixtures_build_with_one_torch_thread_whatever_the_process_has(calls):
     import torch
 
     with using_threads(2):
-        built = fixtures.load(suite(builder="tests.test_fixtures:build_threads"), "model", 0)
+        built = fixtures.load(suite(builder="tests.engine.test_fixtures:build_threads"), "model", 0)
         assert int(built.arrays["threads"]) == 1
         assert torch.get_num_threads() == 2  # the process's own setting is given back
 
 
 def test_a_builder_returning_something_else_is_an_error(calls):
-    s = suite(builder="tests.test_fixtures:build_bad")
+    s = suite(builder="tests.engine.test_fixtures:build_bad")
     with pytest.raises(fixtures.FixtureError, match="dict of numpy arrays"):
         fixtures.load(s, "model", 0)
     assert not list((fixtures.root() / "fx" / "model").glob("*.npz"))

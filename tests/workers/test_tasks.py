@@ -1,7 +1,7 @@
 """Over 500 lines on purpose: a cell's whole lifecycle, read top to bottom.
 
 Celery tasks, dispatch and the cell lifecycle, without a broker (the fault tests in
-tests/test_faults.py run real workers): routing, grouping, time limits, claims and
+tests/workers/test_faults.py run real workers): routing, grouping, time limits, claims and
 their fences, retries only for infrastructure, the reaper, and eager end-to-end runs of
 a built-in objective on the real PostgreSQL."""
 
@@ -574,7 +574,7 @@ def test_serve_with_worker_runs_submissions_on_the_embedded_broker(tmp_path):
 
     from tests.conftest import cli_environment
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = cli_environment(tmp_path / "home")  # SQLite and the embedded broker, no servers
     env = {k: v for k, v in env.items() if not k.startswith(("HARNESS_BROKER", "CELERY_"))}
     env.update({"C_FORCE_ROOT": "1", "HARNESS_TORCH_THREADS": "1", "HARNESS_EXECUTOR": "none"})

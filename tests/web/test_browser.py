@@ -224,7 +224,7 @@ def test_a_suites_own_axes_and_plots_render(page, monkeypatch):
 def test_a_suites_heatmap_renders(page, monkeypatch):
     """The fake suite declares a heatmap (RMSE and MAE, lower is better): the suite page
     draws it as a plotly heatmap, objectives × metrics, next to the across-variants table."""
-    from tests.test_leaderboard import with_fake_suite
+    from tests.web.test_leaderboard import with_fake_suite
 
     with_fake_suite(monkeypatch)
     errors: list[str] = []
@@ -247,7 +247,7 @@ def test_a_suites_heatmap_renders(page, monkeypatch):
 def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeypatch):
     """A third objective ran clean and out-0.4 but not out-0.2: its line and its band stop
     at the gap instead of joining clean to out-0.4, and no plot fails."""
-    from tests.test_leaderboard import make_fake, with_fake_suite
+    from tests.web.test_leaderboard import make_fake, with_fake_suite
 
     suite = with_fake_suite(monkeypatch)
     make_fake(suite, "gap", {"clean": [(0.45, 0.3), (0.55, 0.4)],
@@ -273,7 +273,7 @@ def test_a_label_is_drawn_as_text_never_as_markup(page):
     """Objective labels are user input: every plot shows one as text, as written
     (harness.report.figures escapes it), never as markup: plotly builds a link from ``<a href>``
     and bold text from ``<b>`` in names, titles and hover text."""
-    from tests.test_leaderboard import make_objective
+    from tests.web.test_leaderboard import make_objective
 
     evil = '<a href="https://evil.example/">x</a><b>y</b><img src=x onerror=window.__xss=1>'
     make_objective("ce", {"clean": [0.9, 0.91], "sym-0.4": [0.70, 0.72]}, curves=True)
@@ -297,7 +297,7 @@ def test_a_label_is_drawn_as_text_never_as_markup(page):
 
 @pytest.mark.django_db(transaction=True)
 def test_performance_profiles_and_the_cd_diagram_render(page):
-    from tests.test_leaderboard import make_objective
+    from tests.web.test_leaderboard import make_objective
 
     ranked = ("clean", "sym-0.4", "sym-0.6", "asym-0.4")
     for slug, top, step in (("ce", 0.90, 0.1), ("gce", 0.92, 0.05), ("mae", 0.80, 0.0)):
@@ -320,7 +320,7 @@ def test_performance_profiles_and_the_cd_diagram_render(page):
 def test_the_variance_sources_plot_renders_a_bar_per_stream_with_its_interval(page):
     import numpy as np
 
-    from tests.test_factorial import _grid, _store, _version
+    from tests.web.test_factorial import _grid, _store, _version
 
     _store(_version("ce"), "sym-0.4", _grid(np.random.default_rng(0)))
     errors: list[str] = []
@@ -337,7 +337,7 @@ def _with_every_metric(slug: str, acc: float) -> None:
     """An objective with every noisy-labels metric stored: the widest variant table."""
     from harness.contract.suite import CellResult
     from harness.storage import store
-    from tests.test_leaderboard import ENV, SUITE, make_objective
+    from tests.web.test_leaderboard import ENV, SUITE, make_objective
 
     version = make_objective(slug, {})
     store.store_results(version, SUITE, [

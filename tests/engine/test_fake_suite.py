@@ -21,7 +21,7 @@ import pytest
 from harness.runner.inprocess import run_cells
 from tests.conftest import cli_environment
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "tests.fake_suite"
 NAME = "fake-regression"
 CLI = [sys.executable, "-m", "harness.cli"]

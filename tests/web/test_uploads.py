@@ -3,7 +3,7 @@
 Uploaded local results (``harness submit``) and their verification, on the real
 PostgreSQL: API tokens, every refusal of the upload endpoint (nothing half-stored), the
 secret sample, the exact comparison, and who sees what. The end-to-end runs, the CLI
-against a live server and a real worker, are in tests/test_submit_cli.py."""
+against a live server and a real worker, are in tests/client/test_submit_cli.py."""
 
 from __future__ import annotations
 
@@ -465,7 +465,7 @@ def test_verified_rows_carry_the_mark_and_the_page_explains_it(token, settings):
 
 @pytest.mark.parametrize("mode", ["positive", "negative"])
 def test_the_upload_operations_keep_the_contract_with_a_token(transactional_db, mode):
-    """schemathesis on the token operations, authenticated (tests/test_api_schema.py runs
+    """schemathesis on the token operations, authenticated (tests/web/test_api_schema.py runs
     every operation without a token: all 401 here): generated bodies and ids are answered
     as documented, never a 5xx, and nothing half-stored. A schema-valid body may still be
     refused with a 400 (the check that it is accepted is left out): a schema cannot say

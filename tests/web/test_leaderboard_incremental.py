@@ -13,7 +13,7 @@ from harness.contract.suite import CellResult
 from harness.report import stats
 from harness.storage import store
 from harness.storage.models import Cell, TableCache
-from tests.test_leaderboard import CE, ENV, GCE, MAE, SUITE, make_objective
+from tests.web.test_leaderboard import CE, ENV, GCE, MAE, SUITE, make_objective
 from webapp import leaderboard
 from webapp.leaderboard import boards, pieces
 

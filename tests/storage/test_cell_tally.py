@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ("clean", "sym-0.4", "asym-0.4")
 STATUSES = ("queued", "running", "ok", "diverged", "failed", "timeout", "killed")
 
@@ -112,7 +112,7 @@ def test_tallies_follow_every_write_on_sqlite(tmp_path):
               "from django.core.management import call_command;"
               "call_command('migrate', verbosity=0);"
               "from django.db import connection; assert connection.vendor == 'sqlite';"
-              "from tests.test_cell_tally import random_writes;"
+              "from tests.storage.test_cell_tally import random_writes;"
               "print(json.dumps(random_writes(250, seed=2)))")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings",
            "HARNESS_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}

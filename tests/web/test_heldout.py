@@ -12,8 +12,8 @@ from harness.contract.suite import Anchors, MetricSpec, Suite, SuiteError, Varia
 from harness.sandbox import launch as sandbox_launch
 from suites.noisy_labels import noise
 from suites.noisy_labels.pipeline import NoisyLabels, load_dataset
-from tests.test_cli import harness
-from tests.test_leaderboard import make_objective
+from tests.client.test_cli import harness
+from tests.web.test_leaderboard import make_objective
 
 SECRET = "a-server-secret-of-some-length"
 SUITE = get_suite("noisy-labels")
@@ -179,7 +179,7 @@ def classification_loss(logits, targets):
 @pytest.mark.slow
 def test_an_operator_runs_a_held_out_variant_and_the_sandboxed_loss_never_sees_the_secret(
         cli_env, tmp_path, monkeypatch):
-    from tests.test_cli import query
+    from tests.client.test_cli import query
 
     (tmp_path / "snoop.py").write_text(SNOOP)
     cli_env[heldout.SECRET_ENV] = SECRET
@@ -202,7 +202,7 @@ def test_a_web_submission_runs_the_held_out_variant_and_shows_only_its_mean(
     from django.contrib.auth.models import User
 
     from harness.storage.models import Submission
-    from tests.test_submit import status, submit
+    from tests.web.test_submit import status, submit
     from webapp import leaderboard
     from webapp.leaderboard.held_out_column import held_out_columns
 
