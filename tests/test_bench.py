@@ -100,3 +100,11 @@ def test_unlearning_decode_smoke(tmp_path):
     data = json.loads(report.read_text())
     assert set(data) == {"tinylm", "llama"}
     assert all(r["naive_s"] > 0 and r["cached_s"] > 0 for r in data.values())
+
+
+def test_aggregate_coverage_smoke(tmp_path):
+    report = tmp_path / "report.json"
+    _bench("aggregate_coverage.py", "--smoke", "--json", str(report))
+    data = json.loads(report.read_text())
+    assert set(data) == {f"{k}, {n} seeds" for k in ("normal", "mixture") for n in (5, 10)}
+    assert all(0 <= r["coverage"] <= 1 and r["mean_width"] > 0 for r in data.values())
