@@ -115,7 +115,8 @@ def ranked(objectives: Mapping[str, Scores], *, replicates: int = REPLICATES,
     names = sorted(found, key=lambda n: (-found[n][0].score, n))
     reps = np.stack([found[n][1] for n in names])  # (objectives, replicates)
     # rank = 1 + how many are strictly better, per replicate and for the point scores
-    rep_ranks = 1 + (reps[None, :, :] > reps[:, None, :]).sum(axis=1)
+    # (one row at a time: a board of hundreds would otherwise hold objectives² × replicates)
+    rep_ranks = np.stack([1 + (reps > row).sum(axis=0) for row in reps])
     points = np.array([found[n][0].score for n in names])
     alpha = 1.0 - confidence
     result, group, leader = [], 0, None

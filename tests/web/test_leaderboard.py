@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from scipy import stats as sps
 
 from harness.contract.registry import get_suite
 from harness.contract.suite import CellResult
@@ -323,8 +324,24 @@ def test_rank_needs_the_minimum_of_seeds_on_each_ranked_variant_only():
     assert rows["demo"]["rank"] == 1 and rows["more"]["rank"] == 2 and rows["ce"]["rank"] == 3
     assert rows["twoseeds"]["rank"] is None and rows["missing"]["rank"] is None
     assert rows["more"]["score"] == pytest.approx(0.75 / 0.9)  # sym-0.2 is not in it
+    assert (rows["demo"]["rank_low"], rows["demo"]["rank_high"]) == (1, 1)
+    assert not rows["demo"]["tied"] and not rows["more"]["tied"]
     summary = {r["objective"]: r for r in leaderboard.suite_summary(SUITE)["rows"]}
     assert summary["demo"]["ranked"] and not summary["twoseeds"]["ranked"]
+
+
+def test_objectives_the_seeds_cannot_separate_are_marked_tied():
+    ranked = SUITE.ranked_variants
+    make_objective("ce", {v: [0.8] * 5 for v in ranked})
+    make_objective("a", {v: [0.9, 0.95, 0.85, 0.92, 0.88] for v in ranked}, builtin=False)
+    make_objective("b", {v: [0.88, 0.91, 0.86, 0.95, 0.9] for v in ranked}, builtin=False)
+    rows = {r["objective"]: r for r in leaderboard.home_table()["rows"]}
+    assert rows["a"]["tied"] and rows["b"]["tied"] and not rows["ce"]["tied"]
+    assert rows["ce"]["rank"] == 3 and rows["b"]["rank_high"] >= 2
+    from django.test import Client
+
+    page = Client().get("/").content.decode()
+    assert "=1" in page and "=2" in page
 
 
 def test_ranked_variants_must_be_default_variants():
@@ -360,9 +377,13 @@ def test_home_table_rank_filters_and_baselines():
     rows = {r["objective"]: r for r in home["rows"]}
     assert rows["mine"]["rank"] == 1 and rows["ce"]["rank"] == 2
     assert rows["partial"]["rank"] is None and rows["partial"]["score"] is None  # incomplete
-    # the score is over the suite's ranked set alone, the same for every objective
-    expected = stats.iqm([(np.mean(full[v]) - 0.1) / 0.9 for v in SUITE.ranked_variants])
+    # the score: the IQM over every seed of the suite's ranked set alone (the same set for
+    # every objective), with a bootstrap interval around it
+    expected = sps.trim_mean([(x - 0.1) / 0.9 for v in SUITE.ranked_variants for x in full[v]],
+                             0.25)
     assert rows["mine"]["score"] == pytest.approx(expected)
+    assert rows["mine"]["score_low"] < expected < rows["mine"]["score_high"]
+    assert rows["mine"]["coverage"] == ["noisy-labels"] and rows["partial"]["coverage"] == []
     assert rows["ce"]["is_builtin"] and not rows["mine"]["is_builtin"]
     cell = rows["mine"]["cells"]["noisy-labels"]
     assert cell["improvement"] == pytest.approx(0.1) and cell["distinguishable"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,7 @@ from django.db.models import Count
 
 from harness.contract.registry import all_suites
 from harness.contract.suite import Suite
-from harness.report import stats
+from harness.report import aggregate, stats
 from harness.report.tables import CellRow, Memo, TableRow, variant_tables, worst_variant
 from harness.storage import store
 from harness.storage.models import Cell, Metric, Objective, ObjectiveVersion
@@ -35,10 +36,14 @@ from webapp.leaderboard.lookup import KINDS, check_kind, suite_meta, suite_of, v
 from webapp.leaderboard.pieces import headline_values
 from webapp.leaderboard.state import SuiteState, resolve, state_of, states_of, versions_key
 
-RANK_METHOD = ("IQM of normalized headline means over each suite's ranked variants (a "
-               "common set per suite) where the objective has the suite's minimum of seeds on "
-               "every one; normalization anchors are fixed per suite version. Objectives "
-               "short of that are provisional: listed, not ranked")
+RANK_METHOD = ("per suite, the IQM of the objective's normalized headline over every seed of "
+               "the suite's ranked variants (the suite's minimum of seeds on each); across "
+               "suites, the mean of those, each suite counting once; 95% stratified bootstrap "
+               "interval (about 92% at 5 seeds, bench/aggregate_coverage.py). Objectives are "
+               "ranked only among those scored on the same suites; tied (=) with the first of "
+               "its group when their difference is not resolved. Normalization anchors are "
+               "fixed per suite version; objectives short of the seeds are provisional: "
+               "listed, not ranked")
 
 
 # --- public -----------------------------------------------------------------------------
@@ -216,25 +221,17 @@ def _build_home(states: list[SuiteState]) -> dict:
         for r in found[s.name]["rows"]:
             row = rows.setdefault((r["slug"], r["label"]), {
                 "objective": r["label"], "slug": r["slug"], "name": r["name"],
-                "is_builtin": r["is_builtin"], "cells": {}, "_scores": []})
-            row["cells"][s.name] = {k: x for k, x in r.items()
-                                    if k not in ("by_variant", "variant_means", "ranked_scores")}
-            if r["ranked"]:
-                row["_scores"].extend(v for v in r["ranked_scores"] if v is not None)
-    for row in rows.values():
-        scores = row.pop("_scores")
-        row["score"] = stats.iqm(scores) if scores else None
-        row["score_n"] = len(scores)
-    ordered = sorted(rows.values(), key=lambda r: (r["score"] is None, -(r["score"] or 0),
-                                                    r["objective"]))
-    rank, previous = 0, None
-    for i, row in enumerate(ordered, 1):
-        if row["score"] is None:
-            row["rank"] = None
-            continue
-        if row["score"] != previous:
-            rank, previous = i, row["score"]
-        row["rank"] = rank
+                "is_builtin": r["is_builtin"], "cells": {}, "_scores": {}})
+            row["cells"][s.name] = {k: x for k, x in r.items() if k not in (
+                "by_variant", "variant_means", "ranked_scores", "ranked_seeds")}
+            if r["ranked"] and r.get("ranked_seeds") and all(r["ranked_seeds"].values()):
+                row["_scores"][s.name] = {
+                    x: np.array([seeds[k] for k in sorted(seeds, key=int)], dtype=float)
+                    for x, seeds in r["ranked_seeds"].items()}
+    _score(list(rows.values()))
+    ordered = sorted(rows.values(), key=lambda r: (
+        r["score"] is None, -len(r["coverage"]), r["coverage"], r["rank"] or 0,
+        -(r["score"] or 0), r["objective"]))
     shown = [s for s in suites if found[s.name]["rows"]]  # a suite without results
     return {"rank_method": RANK_METHOD, "kinds": list(KINDS),   # gets no empty column
             "suites": [{k: found[s.name][k] for k in
@@ -243,6 +240,28 @@ def _build_home(states: list[SuiteState]) -> dict:
                          "better", "reference", "variants", "anchors", "ranked", "min_seeds")}
                        for s in shown],
             "rows": ordered}
+
+
+def _score(rows: list[dict]) -> None:
+    """Each row's cross-suite score, interval, rank, rank interval and tie group, ranked
+    among the rows scored on the same suites (harness/report/aggregate.py)."""
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    for row in rows:
+        scores = row.pop("_scores")
+        row["coverage"] = sorted(scores)
+        row["score_n"] = sum(len(x) for v in scores.values() for x in v.values())
+        row.update(score=None, score_low=None, score_high=None, rank=None, rank_low=None,
+                   rank_high=None, tied=False)
+        if scores:
+            groups.setdefault(tuple(row["coverage"]), []).append((row, scores))
+    for members in groups.values():
+        found = aggregate.ranked({str(i): scores for i, (_, scores) in enumerate(members)})
+        sizes = Counter(r.tie_group for r in found)
+        for r in found:
+            members[int(r.name)][0].update(
+                score=r.aggregate.score, score_low=r.aggregate.ci_low,
+                score_high=r.aggregate.ci_high, rank=r.rank, rank_low=r.rank_low,
+                rank_high=r.rank_high, tied=sizes[r.tie_group] > 1)
 
 
 def table_versions(suite: Suite) -> tuple[list[ObjectiveVersion], ObjectiveVersion | None]:
@@ -392,6 +411,10 @@ def _build_summary(state: SuiteState, previous: dict | None = None) -> dict:
             # table's score averages those alone, the same set for every objective
             "ranked": ranked,
             "ranked_scores": [by_variant[x] for x in suite.ranked_variants] if ranked else [],
+            # per seed, for the cross-suite score and its interval (keys: JSON's strings)
+            "ranked_seeds": {x: {str(seed): anchors.normalize(value)
+                                 for seed, value in mine[x].items() if math.isfinite(value)}
+                             for x in suite.ranked_variants} if ranked else {},
             "diverged": c.get(Cell.DIVERGED, 0),
             "failed": sum(n for s, n in c.items() if s not in (Cell.OK, Cell.DIVERGED)),
             "mean": float(np.mean(list(means.values()))) if means else None,
