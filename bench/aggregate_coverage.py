@@ -23,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.report.aggregate import aggregate, iqm_rows  # noqa: E402
+from harness.report.aggregate import aggregate  # noqa: E402
+from harness.report.stats import iqm  # noqa: E402
 
 VARIANTS = 3  # on the first suite; the second has one
 
@@ -41,8 +42,7 @@ def scores(rng: np.random.Generator, kind: str, n: int) -> dict:
 
 
 def point(s: dict) -> float:
-    return float(np.mean([iqm_rows(np.concatenate(list(v.values()))[None])[0]
-                          for v in s.values()]))
+    return float(np.mean([iqm(np.concatenate(list(v.values()))) for v in s.values()]))
 
 
 def coverage(kind: str, n: int, trials: int, replicates: int, seed: int) -> dict:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.report.stats import iqm, iqm_rows
+
 # suite -> variant -> per-seed normalized scores (1 = the suite's "good" anchor, 0 = its
 # "bad" one; higher is better whatever the metric's direction)
 Scores = Mapping[str, Mapping[str, np.ndarray]]
@@ -55,15 +57,6 @@ class Ranked:
     tie_group: int
 
 
-def iqm_rows(x: np.ndarray) -> np.ndarray:
-    """The IQM of each row of ``x`` (shape (r, n)): ``int(0.25 n)`` scores trimmed from each
-    end, as ``scipy.stats.trim_mean(row, 0.25)``."""
-    n = x.shape[-1]
-    low = int(0.25 * n)
-    part = np.partition(x, (low, n - low - 1), axis=-1) if n > 1 else x
-    return part[..., low:n - low].mean(axis=-1)
-
-
 def aggregate(scores: Scores, *, replicates: int = REPLICATES,
               confidence: float = CONFIDENCE, seed: int = 0) -> Aggregate:
     """``scores``' aggregate and its stratified bootstrap interval."""
@@ -93,8 +86,7 @@ def aggregates(objectives: Mapping[str, Scores], *, replicates: int = REPLICATES
     alpha = 1.0 - confidence
     out = {}
     for name, s in checked.items():
-        per_suite = {su: float(iqm_rows(np.concatenate(list(s[su].values()))[None])[0])
-                     for su in s}
+        per_suite = {su: iqm(np.concatenate(list(s[su].values()))) for su in s}
         reps = np.mean([iqm_rows(np.concatenate(parts, axis=1))
                         for parts in boot[name].values()], axis=0)
         low, high = np.quantile(reps, [alpha / 2, 1 - alpha / 2])

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.report.aggregate import aggregate, aggregates, iqm_rows, ranked
+from harness.report.aggregate import aggregate, aggregates, ranked
+from harness.report.stats import iqm_rows
 
 RNG = np.random.default_rng(7)
 NOISY = {"clean": RNG.normal(0.9, 0.02, 5), "sym-0.4": RNG.normal(0.7, 0.05, 5),

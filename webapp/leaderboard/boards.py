@@ -223,7 +223,7 @@ def _build_home(states: list[SuiteState]) -> dict:
                 "objective": r["label"], "slug": r["slug"], "name": r["name"],
                 "is_builtin": r["is_builtin"], "cells": {}, "_scores": {}})
             row["cells"][s.name] = {k: x for k, x in r.items() if k not in (
-                "by_variant", "variant_means", "ranked_scores", "ranked_seeds")}
+                "by_variant", "variant_means", "ranked_seeds")}
             if r["ranked"] and r.get("ranked_seeds") and all(r["ranked_seeds"].values()):
                 row["_scores"][s.name] = {
                     x: np.array([seeds[k] for k in sorted(seeds, key=int)], dtype=float)
@@ -408,9 +408,8 @@ def _build_summary(state: SuiteState, previous: dict | None = None) -> dict:
             "variants_covered": len(covered), "variants_total": len(defaults),
             "complete": len(covered) == len(defaults) and bool(defaults),
             # ranked: min_seeds seeds on each of the suite's ranked variants; the home
-            # table's score averages those alone, the same set for every objective
+            # table's score is over those alone, the same set for every objective
             "ranked": ranked,
-            "ranked_scores": [by_variant[x] for x in suite.ranked_variants] if ranked else [],
             # per seed, for the cross-suite score and its interval (keys: JSON's strings)
             "ranked_seeds": {x: {str(seed): anchors.normalize(value)
                                  for seed, value in mine[x].items() if math.isfinite(value)}
