@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.contract import registry
 from harness.objectives.loading import ObjectiveError
+from harness.profile import Profile, profile
 from harness.results import Results
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 ObjectiveLike = str | os.PathLike | Callable[..., Any]
 
 __all__ = ["Comparison", "HarnessError", "Interrupted", "ObjectiveError", "Results",
-           "compare", "objective_spec", "results", "run", "validate"]
+           "Profile", "compare", "objective_spec", "profile", "results", "run", "validate"]
 
 
 class HarnessError(Exception):
@@ -176,15 +177,29 @@ def run(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | None =
             loaded.insert(0, load_objective(suite_obj.reference))  # P(improvement) needs it
             specs.insert(0, suite_obj.reference)
     setup()
-    versions = _train(suite_obj, specs, loaded, variants, seed_list, factorial is not None,
-                      device=device, mode=mode, sandbox=sandbox, force=force, workers=workers,
-                      data_root=data_root, download=download, row_order_from=row_order_from,
-                      progress=progress, say=say)
+    plan = _Plan(suite_obj, specs, loaded, variants, seed_list)
+    versions = _train([plan], factorial is not None, device=device, mode=mode,
+                      sandbox=sandbox, force=force, workers=workers, data_root=data_root,
+                      download=download, row_order_from=row_order_from, progress=progress,
+                      say=say)[0]
     return Results(suite_obj, versions, variants, factorial=factorial is not None)
 
 
-def _train(suite, specs, loaded, variants, seeds, factorial, *, device, mode, sandbox, force,
-           workers, data_root, download, row_order_from, progress, say) -> list[Any]:
+@dataclass(frozen=True)
+class _Plan:
+    """What one suite trains: objectives (``specs`` as given, ``loaded``), variants, seeds."""
+
+    suite: Suite
+    specs: list[str]
+    loaded: list[Any]
+    variants: list[str]
+    seeds: list[int]
+
+
+def _train(plans: list[_Plan], factorial: bool, *, device, mode, sandbox, force, workers,
+           data_root, download, row_order_from, progress, say) -> list[list[Any]]:
+    """Train the cells of every plan not yet stored, under one progress bar; the stored
+    versions, per plan and objective."""
     from harness import progress as bars
     from harness.runner import local as running
     from harness.runner.environment import environment
@@ -199,36 +214,43 @@ def _train(suite, specs, loaded, variants, seeds, factorial, *, device, mode, sa
     else:
         finished, save = store.finished_cells, store.store_results
     workers = workers or default_workers()
-    versions, groups = [], []  # groups: (label, version, Group)
-    for spec, obj in zip(specs, loaded, strict=True):
-        version = store.version_for(obj)
-        versions.append(version)
-        done = set() if force else finished(version, suite, variants, seeds)
-        todo = [v for v in variants if any((v, s) not in done for s in seeds)]
-        if todo:
-            sandboxed = sandbox and obj.origin != "builtin"
-            group = running.group(spec, obj, suite, todo, seeds, sandboxed)
-            if sandboxed and row_order_from:
-                group = replace(group, row_secret=_server_row_key(row_order_from, obj))
-            groups.append((obj.label, version, group))
+    versions, groups, asked = [], [], 0  # groups: (label, (version, suite), Group)
+    for plan in plans:
+        suite, variants, seeds = plan.suite, plan.variants, plan.seeds
+        versions.append([])
+        asked += len(plan.loaded) * len(variants) * len(seeds)
+        for spec, obj in zip(plan.specs, plan.loaded, strict=True):
+            version = store.version_for(obj)
+            versions[-1].append(version)
+            done = set() if force else finished(version, suite, variants, seeds)
+            todo = [v for v in variants if any((v, s) not in done for s in seeds)]
+            if todo:
+                sandboxed = sandbox and obj.origin != "builtin"
+                group = running.group(spec, obj, suite, todo, seeds, sandboxed)
+                if sandboxed and row_order_from:
+                    group = replace(group, row_secret=_server_row_key(row_order_from, obj))
+                groups.append((obj.label, (version, suite), group))
     groups = running.spread(groups, workers)
-    owner = {id(g): (label, version) for label, version, g in groups}
+    owner = {id(g): (label, place) for label, place, g in groups}
     total = sum(g.cells for _, _, g in groups)
-    skipped = len(loaded) * len(variants) * len(seeds) - total
+    skipped = asked - total
     if skipped:
         say(f"{skipped} cells already stored (rerun them with --force, or force=True)")
     options = {"device": device, "mode": mode, "data_root": data_root, "download": download}
-    pending = sorted({v for _, _, g in groups for v in g.variants}, key=variants.index)
     unavailable = _sandbox_unavailable() if sandbox else ()
     try:
-        if pending:
-            built = prepare_fixtures(suite, [suite.variant(v) for v in pending], seeds,
-                                     data_root=data_root, download=download)
-            if built:
-                say(f"fixtures: {built}")
+        for plan in plans:
+            pending = {v for _, (_, suite), g in groups if suite is plan.suite
+                       for v in g.variants}
+            if pending:
+                built = prepare_fixtures(
+                    plan.suite, [plan.suite.variant(v) for v in plan.variants if v in pending],
+                    plan.seeds, data_root=data_root, download=download)
+                if built:
+                    say(f"fixtures: {built}")
         with bars.bar(total, progress) as advance:
             def stored(group, results) -> None:
-                label, version = owner[id(group)]
+                label, (version, suite) = owner[id(group)]
                 save(version, suite, results, env)
                 running.report_problems(label, results, say)
 

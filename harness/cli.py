@@ -83,6 +83,30 @@ def build_parser() -> argparse.ArgumentParser:
                             "$HARNESS_WORKERS)")
     suite.set_defaults(func=cmd_run_suite)
 
+    prof = verbs.add_parser(
+        "profile", help="an objective on every suite it fits, with one aggregate score",
+        description="Run OBJECTIVE (and each suite's reference) on the ranked variants of "
+                    "every suite whose hooks it defines or lifts, reusing stored cells, then "
+                    "print per suite its improvement over the reference with the verdict, "
+                    "its normalized score and its rank among the suite's baselines, and the "
+                    "aggregate score over the suites.")
+    prof.add_argument("objective", help="file.py, built-in name or dotted module")
+    prof.add_argument("--suites", nargs="+", metavar="S", help="only these suites")
+    prof.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
+    prof.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides",
+                      help="override a hyperparameter of the objective (repeatable)")
+    prof.add_argument("--baselines", action="store_true",
+                      help="also run every suite's baselines where not stored, so the ranks "
+                           "are among all of them (the default ranks among those stored)")
+    prof.add_argument("--epochs", type=int, help="shorten training for a smoke run (stored "
+                      "as suite version V+eN, apart from real results)")
+    prof.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    prof.add_argument("--sandbox", action="store_true", help=SANDBOX_HELP)
+    prof.add_argument("--workers", type=int, metavar="N",
+                      help="processes training cell groups at once (default: one per core)")
+    prof.add_argument("--json", action="store_true", help="print the profile as JSON")
+    prof.set_defaults(func=cmd_profile)
+
     ls = verbs.add_parser("ls", help="list suites, variants and built-in objectives")
     ls.set_defaults(func=cmd_ls)
 
@@ -182,6 +206,35 @@ def _print_factorial(results, args) -> int:
     from harness.terminal import render_factorial
 
     render_factorial(results.suite, results.variance())
+    return 0
+
+
+# --- profile --------------------------------------------------------------------------
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """A thin layer over :func:`harness.api.profile`."""
+    from harness import api
+    from harness.objectives.loading import ObjectiveError, parse_assignments
+
+    try:
+        found = api.profile(
+            args.objective, suites=args.suites, seeds=args.seeds,
+            hyperparameters=parse_assignments(args.overrides), baselines=args.baselines,
+            epochs=args.epochs, device=args.device, sandbox=args.sandbox, workers=args.workers,
+            progress=False if args.json else "terminal",
+            say=lambda message: _say(message, args))
+    except ObjectiveError as exc:
+        return _fail(exc.message)
+    except api.HarnessError as exc:
+        return _fail(exc.message)
+    if args.json:
+        from harness.report.jsonsafe import finite_or_none
+
+        print(json.dumps(finite_or_none(found.to_json()), indent=1, allow_nan=False))
+        return 0
+    from harness.terminal import render_profile
+
+    render_profile(found.payload)
     return 0
 
 

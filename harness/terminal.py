@@ -73,6 +73,41 @@ def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[Tabl
     console.print("\n".join(notes), highlight=False)
 
 
+def render_profile(payload: dict) -> None:
+    """An objective's profile (:mod:`harness.profile`): one row per suite, the aggregate
+    below, and what the numbers mean."""
+    from harness.profile import rows
+
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    label = shown(payload["label"] or payload["slug"])
+    table = Table(title=f"{label} across suites", title_justify="left", header_style="bold")
+    for name, justify in (("suite", "left"), ("better than the reference [95% CI]", "right"),
+                          ("verdict", "left"), ("resolves", "right"),
+                          ("score [95% CI]", "right"), ("rank among baselines", "right")):
+        table.add_column(name, justify=justify)
+    for cells in rows(payload):
+        table.add_row(*(escape(c) for c in cells))
+    console.print(table)
+    a = payload["aggregate"]
+    if a is None:
+        console.print("Score: none yet (no suite has the seeds a score needs)", highlight=False)
+    else:
+        console.print(f"Score {a['score']:.3f} [{a['score_low']:.3f}, {a['score_high']:.3f}] "
+                      f"over {', '.join(a['suites'])} ({a['n']} seed scores)",
+                      highlight=False, style="bold")
+    notes = [
+        "better than the reference: the headline's mean paired improvement over the suite's "
+        "ranked variants, positive = better (pp for percents); verdict: paired t-test, "
+        "Holm-corrected over the suite's objectives (▲ better, ▼ worse, ≈ not resolved)",
+        "resolves: the smallest improvement that test resolves at the suite's seed count and "
+        "spread; smaller ones read ≈ even where they are real",
+        payload["aggregate_rule"], payload["rank_rule"]]
+    if payload["unscored"]:
+        notes.append(f"not scored (too few seeds or no results): "
+                     f"{', '.join(payload['unscored'])}")
+    console.print("\n".join(escape(n) for n in notes), highlight=False, style="dim")
+
+
 def shown(text: str) -> str:
     """Text from outside (an objective's name or label) as rich prints it literally: control
     characters escaped (:func:`harness.report.textsafe.printable`), no markup interpreted."""

@@ -481,6 +481,63 @@ def profile(payload: Mapping) -> Figure:
                "tickformat": ".0%", "gridcolor": GRID})}
 
 
+def across_suites(payload: Mapping) -> Figure:
+    """An objective's profile: one panel per scored suite, its normalized score per seed on
+    each ranked variant (dots, with their mean as a bar) against the suite's baselines
+    (a grey band from the lowest to the highest baseline mean, the reference's mean as a
+    dash). Normalized: 0 is the suite's worst anchor, 1 its best.
+
+    ``payload`` (``webapp.leaderboard.crosssuite.profile_table``): ``{"label", "suites":
+    [{"suite", "status", "reference", "seeds": {variant: [score per seed]}, "band":
+    {variant: {"low", "high", "reference"}}}]}``; suites not scored are left out.
+    """
+    panels = [s for s in payload["suites"] if s["status"] == "scored"]
+    label = escape(payload["label"])
+    traces, axes, gap = [], {}, 0.06
+    width = (1 - gap * max(len(panels) - 1, 0)) / max(len(panels), 1)
+    for i, s in enumerate(panels):
+        n = "" if i == 0 else str(i + 1)
+        x_axis, y_axis = f"x{n}", f"y{n}"
+        variants = [escape(v) for v in s["seeds"]]
+        band = [s["band"].get(v) or {} for v in s["seeds"]]
+        traces.append({
+            "type": "bar", "x": variants, "base": [b.get("low") for b in band],
+            "y": [None if not b else b["high"] - b["low"] for b in band],
+            "xaxis": x_axis, "yaxis": y_axis, "marker": {"color": "rgba(107,119,133,0.22)"},
+            "width": 0.5, "name": "baselines (lowest to highest mean)", "showlegend": i == 0,
+            "legendgroup": "band", "customdata": [[b.get("low"), b.get("high")] for b in band],
+            "hovertemplate": "baselines' means %{customdata[0]:.3f} to "
+                             "%{customdata[1]:.3f}<extra></extra>"})
+        traces.append({
+            "type": "scatter", "mode": "markers", "x": variants,
+            "y": [b.get("reference") for b in band], "xaxis": x_axis, "yaxis": y_axis,
+            "marker": {"symbol": "line-ew-open", "size": 26, "color": REF,
+                       "line": {"width": 2, "color": REF}},
+            "name": "reference's mean", "showlegend": i == 0, "legendgroup": "ref",
+            "hovertemplate": f"{escape(s['reference'])}: %{{y:.3f}}<extra></extra>"})
+        xs = [v for v, seeds in zip(variants, s["seeds"].values(), strict=True)
+              for _ in seeds]
+        ys = [y for seeds in s["seeds"].values() for y in seeds]
+        traces.append({
+            "type": "scatter", "mode": "markers", "x": xs, "y": ys, "xaxis": x_axis,
+            "yaxis": y_axis, "marker": {"size": 7, "color": COLORS[0], "opacity": 0.75},
+            "name": f"{label}, per seed", "showlegend": i == 0, "legendgroup": "seeds",
+            "hovertemplate": f"{label}: %{{y:.3f}}<extra></extra>"})
+        traces.append({
+            "type": "scatter", "mode": "markers", "x": variants,
+            "y": [sum(v) / len(v) for v in s["seeds"].values()], "xaxis": x_axis,
+            "yaxis": y_axis, "marker": {"symbol": "diamond", "size": 11, "color": COLORS[1]},
+            "name": f"{label}, mean", "showlegend": i == 0, "legendgroup": "mean",
+            "hovertemplate": f"{label} mean: %{{y:.3f}}<extra></extra>"})
+        start = i * (width + gap)
+        axes[f"xaxis{n}"] = {"domain": [start, start + width], "type": "category",
+                             "anchor": y_axis, "title": {"text": escape(s["suite"])}}
+        axes[f"yaxis{n}"] = {"anchor": x_axis, "gridcolor": GRID, "zeroline": False,
+                             **({"title": {"text": "normalized score"}} if i == 0 else {})}
+    return {"data": traces, "layout": _layout(
+        height=380, barmode="overlay", legend={"orientation": "h", "y": -0.25}, **axes)}
+
+
 def cd(payload: Mapping) -> Figure:
     """Demšar's critical-difference diagram as a dot plot: mean rank across (1 = best), one
     row per objective (best on top), a shaded box over each group the critical difference
@@ -579,6 +636,7 @@ def heatmap(payload: Mapping) -> Figure:
 KINDS: dict[str, Callable[[Any], Figure]] = {
     "strip": strip, "family": family, "curves": curves, "scatter": scatter,
     "reliability": reliability, "forest": forest, "profile": profile, "cd": cd,
+    "across_suites": across_suites,
     "variance": variance, "heatmap": heatmap}
 
 

@@ -1,4 +1,7 @@
-"""Statistics over per-seed scores: every interval the CLI and the web pages show.
+"""Over 500 lines on purpose: every statistic the pages show, in one module that one
+independent re-implementation can check whole.
+
+Statistics over per-seed scores: every interval the CLI and the web pages show.
 
 Small pure functions over numpy arrays, in the style of rliable's ``metrics.py``.
 Shapes are stated per function; ``n`` is the number of seeds. Only numpy and scipy
@@ -65,7 +68,9 @@ __all__ = [
     "mean_ranks",
     "probability_of_improvement",
     "rank_intervals",
+    "resolvable_difference",
     "summarize",
+    "t_quantile",
     "tied_with_best",
 ]
 
@@ -161,10 +166,21 @@ def _percentile_ci(
 
 
 @functools.lru_cache(maxsize=256)
-def _t_quantile(q: float, df: int) -> float:
+def t_quantile(q: float, df: int) -> float:
     """``t.ppf(q, df)``, remembered: scipy's call costs ~0.2 ms, and a table asks for the
     same few quantiles hundreds of times (the value is the same float either way)."""
     return float(_scipy().t.ppf(q, df))
+
+
+def resolvable_difference(spread: float, n: int, comparisons: int = 1,
+                          alpha: float = 0.05) -> float:
+    """The smallest mean paired difference a two-sided paired t-test resolves at level
+    ``alpha / comparisons`` (Bonferroni, Holm's first step) with ``n`` pairs whose
+    differences have standard deviation ``spread``: ``t(1 − α/2m, n − 1) · s / √n``.
+    A true difference of this size is resolved about half the time; smaller ones rarely."""
+    if n < 2 or comparisons < 1:
+        raise ValueError(f"needs n >= 2 pairs and comparisons >= 1, got {n}, {comparisons}")
+    return t_quantile(1 - alpha / (2 * comparisons), n - 1) * spread / math.sqrt(n)
 
 
 def t_interval(x: ArrayLike, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +189,7 @@ def t_interval(x: ArrayLike, confidence: float = 0.95) -> tuple[np.ndarray, np.n
     runs it on 20,000 samples at once; :func:`summarize` on one."""
     x = np.asarray(x, dtype=float)
     n = x.shape[-1]
-    half = _t_quantile(0.5 + confidence / 2, n - 1) * np.std(x, axis=-1, ddof=1) / math.sqrt(n)
+    half = t_quantile(0.5 + confidence / 2, n - 1) * np.std(x, axis=-1, ddof=1) / math.sqrt(n)
     m = np.mean(x, axis=-1)
     return m - half, m + half
 

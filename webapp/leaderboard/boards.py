@@ -114,10 +114,11 @@ def home_view(*, suite: str | None = None, kind: str = "all") -> HomeView:
 def home_table(*, suite: str | None = None, kind: str = "all") -> dict:
     """Objectives × suites: each cell a :func:`suite_summary` row; cross-suite rank.
 
-    ``score`` is the IQM of per-(suite, default variant) normalized means over the suites
-    the objective completed (every default variant has a result); ``rank`` orders by it
-    (ties share a rank) and is computed before the ``kind`` filter, so a filtered view keeps
-    the global ranks. The ranked table is cached as a whole (one tally query, one read).
+    ``score`` is the aggregate of :mod:`harness.report.aggregate` over the suites the
+    objective is ranked on (``coverage``), with its interval; ``rank`` (with its interval
+    and ``tied``) is among the rows of the same coverage, computed before the ``kind``
+    filter, so a filtered view keeps the global ranks. The ranked table is cached as a
+    whole (one tally query, one read).
     """
     return home_view(suite=suite, kind=kind).payload()
 
@@ -225,9 +226,7 @@ def _build_home(states: list[SuiteState]) -> dict:
             row["cells"][s.name] = {k: x for k, x in r.items() if k not in (
                 "by_variant", "variant_means", "ranked_seeds")}
             if r["ranked"] and r.get("ranked_seeds") and all(r["ranked_seeds"].values()):
-                row["_scores"][s.name] = {
-                    x: np.array([seeds[k] for k in sorted(seeds, key=int)], dtype=float)
-                    for x, seeds in r["ranked_seeds"].items()}
+                row["_scores"][s.name] = ranked_scores(r)
     _score(list(rows.values()))
     ordered = sorted(rows.values(), key=lambda r: (
         r["score"] is None, -len(r["coverage"]), r["coverage"], r["rank"] or 0,
@@ -240,6 +239,13 @@ def _build_home(states: list[SuiteState]) -> dict:
                          "better", "reference", "variants", "anchors", "ranked", "min_seeds")}
                        for s in shown],
             "rows": ordered}
+
+
+def ranked_scores(row: dict) -> dict[str, np.ndarray]:
+    """A summary row's per-seed normalized scores on the suite's ranked variants, seeds in
+    order (what :mod:`harness.report.aggregate` takes for one suite)."""
+    return {x: np.array([seeds[k] for k in sorted(seeds, key=int)], dtype=float)
+            for x, seeds in row["ranked_seeds"].items()}
 
 
 def _score(rows: list[dict]) -> None:

@@ -19,6 +19,7 @@ from webapp.leaderboard.boards import (
     summaries,
     variant_tables_cached,
 )
+from webapp.leaderboard.crosssuite import profile_table
 from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of
 from webapp.leaderboard.pieces import headline_pieces, headline_values
 from webapp.leaderboard.state import SuiteState, states_of
@@ -74,6 +75,7 @@ class ObjectiveView:
             "created": obj.created.isoformat(), "viewer_is_owner": self.mine,
             "code_visible": self.code_visible,
             "code": newest.code if newest is not None and self.code_visible else None,
+            "profile": numbers.get("profile"),
             "versions": [{"id": v.pk, "label": v.label, "hyperparameters": v.hyperparameters,
                           "code_sha256": v.code_sha256, "created": v.created.isoformat()}
                          for v in versions],
@@ -177,7 +179,8 @@ def _build_profile(obj: Objective, states: list[SuiteState],
                     "series": {"axis": plots.variant_axis(suite), "series": series},
                     "scatter": plots.scatter(suite, obj, variants),
                     "_parts": parts})
-    return {"suites": out}
+    return {"suites": out, "profile": profile_table(obj.slug, suites=[
+        st.suite for st in states if any(x["suite"] == st.suite.name for x in out)])}
 
 
 def compare(slug_a: str, slug_b: str, suite: Suite | str) -> dict:

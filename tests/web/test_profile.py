@@ -1,0 +1,70 @@
+"""An objective's profile across suites (webapp.leaderboard.crosssuite): known answers on
+stored cells (no training), computed independently here with numpy and scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.test import Client
+from scipy import stats as sps
+
+from harness.contract.registry import get_suite
+from harness.report import aggregate
+from tests.web.test_leaderboard import SUITE, make_objective
+from webapp.leaderboard.crosssuite import profile_table
+
+pytestmark = pytest.mark.django_db
+RANKED = SUITE.ranked_variants  # clean, sym-0.4, sym-0.6, asym-0.4
+SHIFT = {"clean": 0.0, "sym-0.4": -0.2, "sym-0.6": -0.3, "asym-0.4": -0.15}
+CE = [0.80, 0.83, 0.78, 0.81, 0.79]
+MINE = [0.86, 0.85, 0.87, 0.84, 0.88]
+GCE = [0.84, 0.86, 0.83, 0.85, 0.87]
+
+
+def _accs(base: list[float]) -> dict[str, list[float]]:
+    return {v: [a + SHIFT[v] for a in base] for v in RANKED}
+
+
+def _normalized(base: list[float]) -> np.ndarray:
+    anchors = SUITE.headline_anchors
+    return np.concatenate([[(a - anchors.worst) / (anchors.best - anchors.worst)
+                            for a in accs] for accs in _accs(base).values()])
+
+
+def test_profile_known_answers_and_the_objective_page():
+    make_objective("ce", _accs(CE))
+    make_objective("gce", _accs(GCE))
+    make_objective("mine", _accs(MINE), builtin=False)
+    calibration = get_suite("calibration")
+    found = profile_table("mine", suites=[SUITE, calibration])
+    noisy, cal = found["suites"]
+    assert cal["status"] == "missing" and cal["score"] is None
+    assert noisy["status"] == "scored" and noisy["verdict"] == "better"
+    # improvement: per seed the mean over variants of mine − ce (the shift cancels)
+    diff = np.array(MINE) - np.array(CE)
+    assert noisy["improvement"] == pytest.approx(diff.mean())
+    half = sps.t.ppf(0.975, 4) * diff.std(ddof=1) / np.sqrt(5)
+    assert noisy["improvement_ci_low"] == pytest.approx(diff.mean() - half)
+    # resolvable: one objective compared (mine; gce is on the page too: m = 2)
+    spreads = [diff.std(ddof=1), (np.array(GCE) - np.array(CE)).std(ddof=1)]
+    assert noisy["resolvable"]["compared"] == 2
+    assert noisy["resolvable"]["difference"] == pytest.approx(
+        sps.t.ppf(1 - 0.05 / 4, 4) * np.median(spreads) / np.sqrt(5))
+    # score: the IQM over the 20 (variant, seed) normalized scores
+    assert noisy["score"] == pytest.approx(sps.trim_mean(_normalized(MINE), 0.25))
+    assert noisy["score_low"] < noisy["score"] < noisy["score_high"]
+    # rank among the suite's baselines (ce, gce) by the same score and replicates
+    expected = aggregate.ranked({
+        name: {SUITE.name: dict(zip(RANKED, np.split(_normalized(base), 4), strict=True))}
+        for name, base in (("__mine__", MINE), ("gce", GCE), ("ce", CE))})
+    me = next(r for r in expected if r.name == "__mine__")
+    assert (noisy["rank"], noisy["rank_low"], noisy["rank_high"], noisy["of"]) == (
+        me.rank, me.rank_low, me.rank_high, 3)
+    # the aggregate over the one scored suite is its score; calibration is named unscored
+    assert found["aggregate"]["score"] == pytest.approx(noisy["score"])
+    assert found["aggregate"]["suites"] == [SUITE.name]
+    assert found["unscored"] == ["calibration"]
+    assert noisy["band"]["clean"]["low"] == pytest.approx(np.mean(CE) / 0.9 - 0.1 / 0.9)
+    page = Client().get("/objectives/mine/").content.decode()
+    assert 'id="profile"' in page and "▲ better" in page
+    assert f"{noisy['score']:.3f}" in page

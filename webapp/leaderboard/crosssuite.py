@@ -1,0 +1,164 @@
+"""An objective's profile across suites: per suite its improvement over the reference with
+the verdict, its normalized score and its rank among the suite's baselines, then the one
+aggregate (:mod:`harness.report.aggregate`) over the suites it is scored on.
+
+What ``harness profile``, ``harness.api.profile`` and the objective page show: one payload,
+built from the suite summaries every other page reads, so the numbers are the same
+everywhere. Ranks here are among the suite's own baselines (the same set whoever else has
+submitted), each suite on its ranked variants and the suite's seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from harness.contract.registry import all_suites
+from harness.contract.suite import Suite
+from harness.report import aggregate, stats
+from webapp.leaderboard.boards import RANK_METHOD, ranked_scores, summaries
+from webapp.leaderboard.lookup import suite_meta
+from webapp.leaderboard.state import states_of
+
+AGGREGATE_RULE = ("Score: " + RANK_METHOD.split("; 95%")[0] + "; 95% stratified bootstrap "
+                  "interval (about 92% coverage at 5 seeds, bench/aggregate_coverage.py)")
+RANK_RULE = ("rank among the suite's baselines by the suite's score, with its 95% bootstrap "
+             "interval; = when the seeds cannot separate it from the best")
+
+
+def profile_table(slug: str, *, label: str | None = None,
+                  suites: Sequence[Suite] | None = None) -> dict:
+    """The profile of objective ``slug`` (its version labelled ``label``, else the one at its
+    defaults, else its first) on ``suites`` (default: every suite it has results in).
+
+    Per suite: ``status`` "scored" (ranked: the suite's minimum of seeds on every ranked
+    variant), "provisional" (results, not enough for a score) or "missing" (no result; only
+    when ``suites`` names it), the summary's improvement over the reference with its CI and
+    ``verdict`` ("better", "worse", "not resolved", "reference"), the resolvable difference
+    at its seed count, ``score`` with its interval, ``rank`` among the baselines with
+    ``rank_low``/``rank_high`` and ``of``, ``seeds`` (per ranked variant: the objective's
+    normalized score per seed) and ``band`` (per ranked variant: the lowest and highest
+    baseline mean and the reference's). ``aggregate``: over the scored suites, or None.
+    """
+    asked = list(suites) if suites is not None else list(all_suites())
+    found = summaries(states_of(asked))
+    out, scored = [], {}
+    for suite in asked:
+        summary = found[suite.name]
+        rows = summary["rows"]
+        mine = _pick([r for r in rows if r["slug"] == slug], label)
+        if mine is None and suites is None:
+            continue
+        entry = _suite_entry(suite, summary, mine, rows)
+        if entry["status"] == "scored":
+            scored[suite.name] = ranked_scores(mine)
+        out.append(entry)
+    total = None
+    if scored:
+        agg = aggregate.aggregate(scored)
+        total = {"score": agg.score, "score_low": agg.ci_low, "score_high": agg.ci_high,
+                 "suites": list(scored), "n": agg.seeds}
+    left = [e["suite"] for e in out if e["status"] != "scored"]
+    label = next((e["objective"] for e in out if e["objective"]), label)
+    return {"slug": slug, "label": label, "suites": out, "aggregate": total,
+            "unscored": left, "aggregate_rule": AGGREGATE_RULE, "rank_rule": RANK_RULE}
+
+
+def _pick(rows: list[dict], label: str | None) -> dict | None:
+    if label is not None:
+        return next((r for r in rows if r["label"] == label), None)
+    return next((r for r in rows if r["label"] == r["name"]), rows[0] if rows else None)
+
+
+def _suite_entry(suite: Suite, summary: dict, mine: dict | None, rows: list[dict]) -> dict:
+    meta = suite_meta(suite)
+    entry = {k: meta[k] for k in ("suite", "suite_version", "headline", "headline_label",
+                                  "headline_short", "headline_spec", "percent", "better",
+                                  "higher_is_better")}
+    entry.update(reference=summary["reference"], variants=list(suite.ranked_variants),
+                 min_seeds=suite.min_seeds, objective=mine["objective"] if mine else None,
+                 status="missing", improvement=None, improvement_ci_low=None,
+                 improvement_ci_high=None, improvement_seeds=0, verdict=None,
+                 resolvable=resolvable(rows, suite.min_seeds), score=None, score_low=None,
+                 score_high=None, rank=None, rank_low=None, rank_high=None, of=None,
+                 tied=False, seeds={}, band=_band(summary, rows, suite))
+    if mine is None:
+        return entry
+    entry.update(status="scored" if mine["ranked"] and mine.get("ranked_seeds") else
+                 "provisional", improvement=mine["improvement"],
+                 improvement_ci_low=_finite(mine["improvement_ci_low"]),
+                 improvement_ci_high=_finite(mine["improvement_ci_high"]),
+                 improvement_seeds=mine["improvement_seeds"], verdict=verdict(mine))
+    if entry["status"] != "scored":
+        return entry
+    field = {"__mine__": ranked_scores(mine)}
+    field.update({r["slug"]: ranked_scores(r) for r in rows
+                  if r["is_builtin"] and r["slug"] in suite.baselines
+                  and r["label"] == r["name"] and r["slug"] != mine["slug"]
+                  and r["ranked"] and r.get("ranked_seeds")})
+    field = {k: v for k, v in field.items() if _same_coverage(v, field["__mine__"])}
+    placed = aggregate.ranked({k: {suite.name: v} for k, v in field.items()})
+    me = next(p for p in placed if p.name == "__mine__")
+    best = placed[0].tie_group
+    entry.update(score=me.aggregate.score, score_low=me.aggregate.ci_low,
+                 score_high=me.aggregate.ci_high, rank=me.rank, rank_low=me.rank_low,
+                 rank_high=me.rank_high, of=len(placed), tied=me.tie_group == best,
+                 seeds={v: x.tolist() for v, x in field["__mine__"].items()})
+    return entry
+
+
+def verdict(row: dict) -> str | None:
+    """The one verdict of an objective against the suite's reference, as the suite page
+    and the home page give it: the paired t-test, Holm-corrected over the suite's
+    objectives (``distinguishable``), signed by the improvement."""
+    if row["is_reference"]:
+        return "reference"
+    if row["improvement"] is None or _finite(row["improvement_ci_low"]) is None:
+        return None  # too few paired seeds for a verdict
+    if not row["distinguishable"]:
+        return "not resolved"
+    return "better" if row["improvement"] > 0 else "worse"
+
+
+def resolvable(rows: list[dict], min_seeds: int) -> dict | None:
+    """The smallest improvement over the reference the suite's verdicts resolve at their
+    seed count (:func:`harness.report.stats.resolvable_difference`): ``m`` objectives
+    compared (Holm's first step; its later steps are laxer, down to the uncorrected test),
+    the median number of paired seeds, the median spread of the paired per-seed
+    improvements (recovered from each row's CI, whose half-width is t(0.975, n−1)·s/√n).
+    A difference under it reads "not resolved" even where it is real."""
+    compared = [r for r in rows if not r["is_reference"]
+                and r.get("improvement_seeds", 0) >= max(2, min_seeds)
+                and _finite(r["improvement_ci_high"]) is not None]
+    if not compared:
+        return None
+    n = int(np.median([r["improvement_seeds"] for r in compared]))
+    spread = float(np.median([
+        (r["improvement_ci_high"] - r["improvement_ci_low"]) / 2
+        / stats.t_quantile(0.975, r["improvement_seeds"] - 1)
+        * np.sqrt(r["improvement_seeds"]) for r in compared]))
+    return {"difference": stats.resolvable_difference(spread, n, len(compared)),
+            "uncorrected": stats.resolvable_difference(spread, n),
+            "spread": spread, "seeds": n, "compared": len(compared)}
+
+
+def _band(summary: dict, rows: list[dict], suite: Suite) -> dict:
+    """Per ranked variant, the baselines' normalized means: lowest, highest, reference."""
+    out = {}
+    for variant in suite.ranked_variants:
+        means = {r["slug"]: r["by_variant"][variant] for r in rows
+                 if r["is_builtin"] and r["label"] == r["name"]
+                 and variant in (r.get("by_variant") or {})}
+        if means:
+            out[variant] = {"low": min(means.values()), "high": max(means.values()),
+                            "reference": means.get(suite.reference)}
+    return out
+
+
+def _same_coverage(a: dict, b: dict) -> bool:
+    return sorted(a) == sorted(b)
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
