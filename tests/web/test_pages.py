@@ -75,9 +75,20 @@ def test_home_lists_objectives_with_relative_cells_and_filters(client, board):
 
 def test_pages_without_results_say_so(client):
     html = client.get("/").content.decode()
-    assert "populate_baselines" in html
-    suite = client.get("/suites/noisy-labels/")
-    assert suite.status_code == 200 and "No results for clean yet" in suite.content.decode()
+    assert "make demo" in html and "harness profile" in html and 'href="/submit/"' in html
+    tta = client.get("/?suite=tta").content.decode()
+    assert "harness run suite tta" in tta
+    suite = client.get("/suites/noisy-labels/").content.decode()
+    assert "No results for clean yet" in suite
+    assert "harness run suite noisy-labels --variants clean" in suite
+    assert 'href="/submit/?suite=noisy-labels"' in suite
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_user("newcomer"))
+    form = client.get("/submit/?suite=noisy-labels").content.decode()
+    ticked = re.findall(r'<input[^>]*name="suites"[^>]*>', form)
+    assert [t for t in ticked if " checked" in t] == [
+        t for t in ticked if 'value="noisy-labels"' in t] != []
 
 
 def test_suite_page_table_plots_and_exports(client, board):

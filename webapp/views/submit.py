@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_safe
 
+from harness.contract.registry import suite_names
 from harness.storage.models import Submission
 from webapp.execution.status import run_state
 from webapp.forms import SubmissionForm
@@ -31,7 +32,10 @@ def submit(request: HttpRequest) -> HttpResponse:
                                 f"{settings.MAX_OBJECTIVE_BYTES // 1024} KB.")
         return render(request, "webapp/submit.html", {"form": SubmissionForm(user=request.user)},
                       status=413)
-    form = SubmissionForm(data or None, files or None, user=request.user)
+    # ?suite=NAME (an empty suite page's link) ticks that suite; unknown names tick none
+    asked = [n for n in request.GET.getlist("suite") if n in suite_names()]
+    form = SubmissionForm(data or None, files or None, user=request.user,
+                          initial={"suites": asked} if asked else None)
     if request.method == "POST" and form.is_valid():
         submission = form.save()
         if submission is not None:
