@@ -108,3 +108,27 @@ def test_aggregate_coverage_smoke(tmp_path):
     data = json.loads(report.read_text())
     assert set(data) == {f"{k}, {n} seeds" for k in ("normal", "mixture") for n in (5, 10)}
     assert all(0 <= r["coverage"] <= 1 and r["mean_width"] > 0 for r in data.values())
+
+
+def test_gpu_smoke(tmp_path):
+    """The GPU check's steps on the CPU at the smallest size: both trainers timed, and one
+    finished cell of every gpu-queue variant on the fixture files; without CUDA the check
+    itself says it skipped."""
+    import torch
+
+    from harness.contract.registry import all_suites
+
+    report = tmp_path / "gpu.json"
+    _bench("gpu.py", "--smoke", "--out", str(report))
+    data = json.loads(report.read_text())
+    batching = data["seed_batching"]
+    assert batching["batched_s"] > 0 and batching["looped_s"] > 0 and batching["speedup"] > 0
+    assert batching["same_predictions"] == 1.0  # on the CPU batching changes no prediction
+    gpu = {(s.name, v.name): s for s in all_suites() for v in s.variants if v.queue == "gpu"}
+    cells = {(c["suite"], c["variant"]): c for c in data["cells"]}
+    assert set(cells) == set(gpu) and len(data["cells"]) == len(gpu)
+    for key, cell in cells.items():
+        assert cell["status"] == "ok" and cell["seconds"] > 0, (key, cell.get("error"))
+        assert cell["objective"] == gpu[key].reference and isinstance(cell["value"], float)
+    if not torch.cuda.is_available():
+        assert _bench("gpu.py").stdout == "skipped: no CUDA device\n"
