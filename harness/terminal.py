@@ -60,8 +60,17 @@ def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[Tabl
         for r in tables[v]:
             table.add_row(*_cells(r, head, [suite.metric(m) for m in secondary]))
         console.print(table)
-    notes = ["★ tied with the best (paired t-test, Holm-corrected over the objectives shown)",
-             f"~ not distinguishable from {suite.reference} (the same, Holm-corrected)",
+        found = _resolvable(tables[v])
+        if found is not None:
+            pp = " pp" if head.percent else ""
+            console.print(
+                f"{found['seeds']} seeds resolve an improvement over {suite.reference} from "
+                f"about {head.format(found['difference'])}{pp} (Holm over {found['compared']}; "
+                f"{head.format(found['uncorrected'])}{pp} for one comparison)",
+                highlight=False)
+    notes = ["★ could be the best: its 95% bootstrap rank interval reaches 1",
+             f"~ not resolved from {suite.reference} (paired t-test, Holm-corrected over the "
+             f"objectives shown; a CI leaving out 0 can still read ~)",
              f"no CI and no verdict below {suite.min_seeds} seeds",
              f"P(>{suite.reference}) = probability of improvement over paired seeds",
              f"better than {suite.reference}: mean paired improvement (negative = worse)",
@@ -71,6 +80,13 @@ def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[Tabl
               f"({suite.metric(m).better} is better)" if suite.metric(m).better != "neither"
               else f"{suite.metric(m).header} = {suite.metric(m).label}" for m in shown_columns]
     console.print("\n".join(notes), highlight=False)
+
+
+def _resolvable(rows: list[TableRow]) -> dict | None:
+    from harness.report.tables import resolvable
+
+    return resolvable([(r.vs_reference.diff_ci_low, r.vs_reference.diff_ci_high,
+                        r.vs_reference.n_pairs) for r in rows if r.vs_reference is not None])
 
 
 def render_profile(payload: dict) -> None:
@@ -106,6 +122,26 @@ def render_profile(payload: dict) -> None:
         notes.append(f"not scored (too few seeds or no results): "
                      f"{', '.join(payload['unscored'])}")
     console.print("\n".join(escape(n) for n in notes), highlight=False, style="dim")
+
+
+def render_scores(board: dict) -> None:
+    """The home page's ranking (``webapp.leaderboard.home_table``): per objective its rank
+    with the rank interval, the score with its interval, and the suites it is scored on."""
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    table = Table(title="Across suites (the home page's ranking)", title_justify="left",
+                  header_style="bold")
+    for name, justify in (("rank", "right"), ("objective", "left"),
+                          ("score [95% interval]", "right"), ("scored on", "left")):
+        table.add_column(name, justify=justify)
+    for r in board["rows"]:
+        rank = "prov." if r["rank"] is None else (
+            f"{'=' if r['tied'] else ''}{r['rank']} ({r['rank_low']}–{r['rank_high']})")
+        score = "–" if r["score"] is None else (
+            f"{r['score']:.3f} [{r['score_low']:.3f}, {r['score_high']:.3f}]")
+        table.add_row(rank, escape(shown(r["objective"])), score,
+                      escape(", ".join(r["coverage"]) or "–"))
+    console.print(table)
+    console.print(escape(f"Score: {board['rank_method']}."), highlight=False, style="dim")
 
 
 def shown(text: str) -> str:

@@ -10,7 +10,6 @@ several variants: the mean of its per-variant headline means and its worst varia
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
@@ -138,23 +137,15 @@ def _table(objs: dict[str, list[CellRow]], headline: str, higher: bool, referenc
         for r in rows:
             r.vs_reference = versus.get(r.objective)
     sign = 1 if higher else -1
-    # ★: the best of the rows with enough seeds, and those the Holm-corrected family of
-    # comparisons with it cannot tell apart; a row with too few seeds gets no verdict
+    # ★ and the rank interval are one statement: ★ = the row's 95% bootstrap rank interval
+    # reaches 1 (it could be the best at these seeds); a row with too few seeds gets neither
     judged = [r for r in rows if r.seeds >= min_seeds]
     if judged:
-        best = max(judged, key=lambda r: sign * r.summary.mean)
-        against = stats.holm_adjust({r.objective: _compare(scores[r.objective],
-                                                           scores[best.objective], higher,
-                                                           min_seeds, memo)
-                                     for r in judged if r is not best})
-        for r in judged:
-            cmp = against.get(r.objective)
-            r.tied_with_best = r is best or (
-                cmp is not None and not math.isnan(cmp.p_value) and not cmp.distinguishable)
         ranks = stats.rank_intervals({r.objective: list(scores[r.objective].values())
                                       for r in judged}, higher_is_better=higher)
         for r in judged:
             r.rank_interval = ranks[r.objective]
+            r.tied_with_best = r.rank_interval[0] == 1
     return sorted(rows, key=lambda r: (not r.seeds, -sign * r.summary.mean
                                        if r.seeds else 0, r.objective))
 
@@ -183,3 +174,24 @@ def _compare(x: dict[int, float], y: dict[int, float], higher: bool,
 def _mean(cells: list[CellRow], metric: str) -> float:
     vals = [c.metrics[metric] for c in cells if metric in c.metrics]
     return float(np.mean(vals)) if vals else float("nan")
+
+
+def resolvable(intervals: list[tuple[float, float, int]]) -> dict | None:
+    """The smallest improvement over the reference a table's verdicts resolve at its seed
+    count (:func:`harness.report.stats.resolvable_difference`), from the table's 95%
+    Student-t intervals of the paired improvements, ``(low, high, n pairs)`` per objective
+    compared: ``m`` = their number (Holm's first step; its later steps are laxer, down to
+    the uncorrected test), the median number of pairs, the median spread of the per-seed
+    improvements (each interval's half-width is t(0.975, n−1)·s/√n). A difference under
+    it reads "not resolved" even where it is real."""
+    usable = [(lo, hi, n) for lo, hi, n in intervals
+              if n >= 2 and lo is not None and hi is not None
+              and np.isfinite(lo) and np.isfinite(hi)]
+    if not usable:
+        return None
+    n = int(np.median([k for _, _, k in usable]))
+    spread = float(np.median([(hi - lo) / 2 / stats.t_quantile(0.975, k - 1) * np.sqrt(k)
+                              for lo, hi, k in usable]))
+    return {"difference": stats.resolvable_difference(spread, n, len(usable)),
+            "uncorrected": stats.resolvable_difference(spread, n),
+            "spread": spread, "seeds": n, "compared": len(usable)}

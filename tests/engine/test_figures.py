@@ -104,9 +104,18 @@ HEATMAP = {"label": "errors", "variant": "out-0.2", "spec": {**PERCENT, "better"
            "columns": ["err", "worst"], "objectives": ["huber", "mse"],
            "is_reference": [False, True], "z": [[0.125, None], [0.25, 0.5]]}
 
+ACROSS = {"label": "my<loss>", "suites": [
+    {"suite": "noisy-labels", "status": "scored", "reference": "ce",
+     "seeds": {"clean": [0.9, 0.8], "sym-0.4": [0.5, 0.7]},
+     "band": {"clean": {"low": 0.6, "high": 0.95, "reference": 0.85}}},
+    {"suite": "calibration", "status": "provisional", "reference": "ce", "seeds": {},
+     "band": {}},
+    {"suite": "certified", "status": "scored", "reference": "ce", "seeds": {"eps": [0.1]},
+     "band": {"eps": {"low": 0.0, "high": 0.3, "reference": 0.0}}}]}
+
 PAYLOADS = {"strip": STRIP, "family": FAMILY, "curves": CURVES, "scatter": SCATTER,
             "reliability": RELIABILITY, "forest": FOREST, "profile": PROFILE, "cd": CD,
-            "variance": VARIANCE, "heatmap": HEATMAP}
+            "variance": VARIANCE, "heatmap": HEATMAP, "across_suites": ACROSS}
 
 
 def _title(fig: dict, axis: str = "xaxis") -> str:
@@ -375,3 +384,20 @@ def test_an_unknown_kind_is_a_clear_error():
         build("pie", {})
     with pytest.raises(ValueError, match="no figure kind"):
         figures.figure("pie", {})
+
+
+def test_across_suites_draws_one_panel_per_scored_suite():
+    fig = build("across_suites", ACROSS)
+    layout = fig["layout"]
+    assert [layout[a]["title"]["text"] for a in ("xaxis", "xaxis2")] == [
+        "noisy-labels", "certified"] and "xaxis3" not in layout  # provisional: no panel
+    band, ref, seeds, mean = fig["data"][:4]
+    assert band["base"] == [0.6, None] and band["y"][0] == pytest.approx(0.35)
+    assert band["y"][1] is None  # no baseline band on sym-0.4
+    assert ref["y"] == [0.85, None]
+    assert seeds["x"] == ["clean", "clean", "sym-0.4", "sym-0.4"]
+    assert seeds["y"] == [0.9, 0.8, 0.5, 0.7]
+    assert mean["y"] == pytest.approx([0.85, 0.6])
+    assert seeds["name"] == "my&lt;loss&gt;, per seed"  # a user's name, escaped
+    assert fig["data"][4]["xaxis"] == "x2" and fig["data"][4]["yaxis"] == "y2"
+    assert layout["xaxis"]["domain"][1] < layout["xaxis2"]["domain"][0]

@@ -68,3 +68,31 @@ def test_profile_known_answers_and_the_objective_page():
     page = Client().get("/objectives/mine/").content.decode()
     assert 'id="profile"' in page and "▲ better" in page
     assert f"{noisy['score']:.3f}" in page
+
+
+def test_compare_page_gives_the_suite_pages_verdict_against_the_reference():
+    """x beats ce on every seed but one by a hair (paired p ≈ 0.045 alone); among four
+    objectives compared with ce, Holm does not resolve it: the suite page says ≈, and so
+    must the compare page, whose single uncorrected test would have said "x better"."""
+    from webapp import leaderboard
+
+    ce = [0.70, 0.72, 0.69, 0.71, 0.70]
+    lift = {"x": [0.01, 0.02, 0.001, 0.015, 0.004], "n1": [0.01, -0.01, 0.005, -0.005, 0.0],
+            "n2": [-0.02, 0.01, 0.0, 0.01, -0.004], "n3": [0.0, 0.003, -0.01, 0.01, -0.002]}
+    make_objective("ce", {"sym-0.4": ce})
+    for name, d in lift.items():
+        make_objective(name, {"sym-0.4": [c + e for c, e in zip(ce, d, strict=True)]})
+    assert sps.ttest_1samp(lift["x"], 0).pvalue < 0.05
+    table = leaderboard.variant_table("noisy-labels", "sym-0.4")
+    x = next(r for r in table["rows"] if r["objective"] == "x")
+    assert x["vs_reference"]["distinguishable"] is False
+    assert all(r["tied_with_best"] == (r["rank_low"] == 1) for r in table["rows"])
+    pair = leaderboard.compare("x", "ce", SUITE)
+    row = next(r for r in pair["rows"] if r["variant"] == "sym-0.4")
+    assert row["diff"]["p_value"] < 0.05 and row["diff"]["distinguishable"] is False
+    assert pair["family"] == 4 and pair["overall"]["distinguishable"] is False
+    assert leaderboard.compare("x", "n1", SUITE)["family"] == 1  # no reference: one test
+    page = Client().get("/objectives/x/compare/?with=ce&suite=noisy-labels").content.decode()
+    assert "≈ not resolved" in page and "Holm-corrected over the 4 objectives" in page
+    suite_page = Client().get("/suites/noisy-labels/?variant=sym-0.4").content.decode()
+    assert 'id="resolvable"' in suite_page and "Holm over 4 objectives" in suite_page

@@ -16,7 +16,8 @@ import numpy as np
 
 from harness.contract.registry import all_suites
 from harness.contract.suite import Suite
-from harness.report import aggregate, stats
+from harness.report import aggregate
+from harness.report.tables import resolvable
 from webapp.leaderboard.boards import RANK_METHOD, ranked_scores, summaries
 from webapp.leaderboard.lookup import suite_meta
 from webapp.leaderboard.state import states_of
@@ -80,7 +81,7 @@ def _suite_entry(suite: Suite, summary: dict, mine: dict | None, rows: list[dict
                  min_seeds=suite.min_seeds, objective=mine["objective"] if mine else None,
                  status="missing", improvement=None, improvement_ci_low=None,
                  improvement_ci_high=None, improvement_seeds=0, verdict=None,
-                 resolvable=resolvable(rows, suite.min_seeds), score=None, score_low=None,
+                 resolvable=resolvable(summary_intervals(rows)), score=None, score_low=None,
                  score_high=None, rank=None, rank_low=None, rank_high=None, of=None,
                  tied=False, seeds={}, band=_band(summary, rows, suite))
     if mine is None:
@@ -121,26 +122,16 @@ def verdict(row: dict) -> str | None:
     return "better" if row["improvement"] > 0 else "worse"
 
 
-def resolvable(rows: list[dict], min_seeds: int) -> dict | None:
-    """The smallest improvement over the reference the suite's verdicts resolve at their
-    seed count (:func:`harness.report.stats.resolvable_difference`): ``m`` objectives
-    compared (Holm's first step; its later steps are laxer, down to the uncorrected test),
-    the median number of paired seeds, the median spread of the paired per-seed
-    improvements (recovered from each row's CI, whose half-width is t(0.975, n−1)·s/√n).
-    A difference under it reads "not resolved" even where it is real."""
-    compared = [r for r in rows if not r["is_reference"]
-                and r.get("improvement_seeds", 0) >= max(2, min_seeds)
-                and _finite(r["improvement_ci_high"]) is not None]
-    if not compared:
-        return None
-    n = int(np.median([r["improvement_seeds"] for r in compared]))
-    spread = float(np.median([
-        (r["improvement_ci_high"] - r["improvement_ci_low"]) / 2
-        / stats.t_quantile(0.975, r["improvement_seeds"] - 1)
-        * np.sqrt(r["improvement_seeds"]) for r in compared]))
-    return {"difference": stats.resolvable_difference(spread, n, len(compared)),
-            "uncorrected": stats.resolvable_difference(spread, n),
-            "spread": spread, "seeds": n, "compared": len(compared)}
+def summary_intervals(rows: list[dict]) -> list[tuple[float, float, int]]:
+    """A suite summary's improvement intervals, for :func:`resolvable`."""
+    return [(r["improvement_ci_low"], r["improvement_ci_high"], r["improvement_seeds"])
+            for r in rows if not r["is_reference"] and r["improvement_ci_low"] is not None]
+
+
+def table_intervals(rows: list[dict]) -> list[tuple[float, float, int]]:
+    """A variant table's intervals of the improvement over the reference."""
+    return [(r["vs_reference"]["diff_ci_low"], r["vs_reference"]["diff_ci_high"],
+             r["vs_reference"]["n_pairs"]) for r in rows if r.get("vs_reference")]
 
 
 def _band(summary: dict, rows: list[dict], suite: Suite) -> dict:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from harness.contract.suite import Suite
 from webapp.leaderboard import cache, plots, ranking
 from webapp.leaderboard.boards import summaries, variant_tables_cached, visible_rows
+from webapp.leaderboard.crosssuite import resolvable, summary_intervals, table_intervals
 from webapp.leaderboard.lookup import check_kind, suite_meta, suite_of, variant_of
 from webapp.leaderboard.state import SuiteState, state_of
 
@@ -110,4 +111,7 @@ def _build_view(state: SuiteState, variant: str, kind: str, limit: int | None) -
             "heatmap": plots.heatmap(suite, rows, tables[drawn]),
             "profiles": ranking.performance_profiles(ranked),
             "cd": ranking.critical_difference(ranked),
-            "across": across(summary, kind=kind, limit=limit)}
+            "across": across(summary, kind=kind, limit=limit),
+            # what the table's verdicts can resolve: over all its rows, as Holm's family is
+            "resolvable": resolvable(table_intervals(table["rows"])),
+            "summary_resolvable": resolvable(summary_intervals(summary["rows"]))}

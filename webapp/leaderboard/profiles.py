@@ -219,9 +219,41 @@ def _build_compare(suite: Suite, a: ObjectiveVersion, b: ObjectiveVersion) -> di
                      "diff": diff, "pairs": [[s, x[s], y[s]] for s in common]})
     covered = [r["variant"] for r in rows if r["default"] and r["n_pairs"]]
     overall = relative(va, vb, covered, headline.higher_is_better, is_reference=False)
+    family = _suite_page_verdicts(suite, a, b, rows, overall)
     return {**suite_meta(suite),
             "a": _version_meta(a), "b": _version_meta(b), "rows": rows,
-            "overall": {**overall, "variants": covered}}
+            "overall": {**overall, "variants": covered}, "family": family}
+
+
+def _suite_page_verdicts(suite: Suite, a: ObjectiveVersion, b: ObjectiveVersion,
+                         rows: list[dict], overall: dict) -> int:
+    """Against the suite's reference, the verdicts are the suite pages' (the paired t-test
+    Holm-corrected over each table's objectives, and over the summary's for the overall
+    row), so that both pages say the same of the same pair: how many objectives that
+    family holds (the largest), or 1 for a pair without the reference (one comparison,
+    uncorrected). Verdicts are rewritten in place."""
+    ref = store.reference_version(suite)
+    if ref is None or ref.pk not in (a.pk, b.pk) or a.pk == b.pk:
+        return 1
+    other = b if ref.pk == a.pk else a
+    state = states_of([suite])[0]
+    tables = variant_tables_cached(state, [r["variant"] for r in rows if r["diff"]])
+    family = 1
+    for r in rows:
+        if not r["diff"]:
+            continue
+        table = tables[r["variant"]]["rows"]
+        mine = next((t for t in table if t["version_id"] == other.pk), None)
+        if mine is not None and mine["vs_reference"] is not None:
+            r["diff"]["distinguishable"] = mine["vs_reference"]["distinguishable"]
+            family = max(family, sum(t["vs_reference"] is not None for t in table))
+    summary = summaries([state])[suite.name]["rows"]
+    row = next((x for x in summary if x["version_id"] == other.pk), None)
+    if row is not None and overall["improvement_variants"] == row["improvement_variants"]:
+        overall["distinguishable"] = row["distinguishable"]
+        family = max(family, sum(x["p_value"] is not None and x["p_value"] == x["p_value"]
+                                 for x in summary))
+    return family
 
 
 def _summary_dict(values: dict[int, float]) -> dict:
