@@ -76,6 +76,13 @@ class Ledger:
             parts.append(f"building took {self.seconds:.1f} s")
         return ", ".join(parts)
 
+    def merge(self, other: Ledger) -> None:
+        """Add what ``other`` (another process's lookups) did; seconds add up."""
+        self.reused += other.reused
+        self.built += other.built
+        self.rebuilt += other.rebuilt
+        self.seconds += other.seconds
+
 
 LEDGER = Ledger()
 
@@ -104,6 +111,14 @@ def key(suite: Suite, fixture: Fixture, seed: int | None,
                "config": {**fixture.config, **(config or {})}, "seed": seed,
                "code": code_hash((builder_module, *fixture.code))}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def stored(suite: Suite, name: str, seed: int | None = None,
+           config: Mapping[str, Any] | None = None, *, directory: Path | None = None) -> bool:
+    """Whether the entry :func:`load` would return is in the store and checks out."""
+    fixture = suite.fixture(name)
+    k = key(suite, fixture, seed, config)
+    return _read((directory or root()) / suite.name / fixture.name, k) is not None
 
 
 def load(suite: Suite, name: str, seed: int | None = None,

@@ -4,7 +4,9 @@ of a chunk that were asked for."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.contract.pipeline import Job, Pipeline, TrainOutput, failure_reason
@@ -16,11 +18,15 @@ if TYPE_CHECKING:
 
 
 def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
-                     data_root: str | None = None, download: bool = False) -> str:
+                     data_root: str | None = None, download: bool = False,
+                     workers: int = 1) -> str:
     """Build (or find) every fixture the cells' chunks need (the seeds asked for and their
     chunks' other seeds: :mod:`harness.contract.chunks`), once, before workers start: a summary
     such as ``"6 reused, 0 built"`` ('' for a suite without fixtures). ``data_root`` and
-    ``download`` reach the builders (where a real data set is), not the keys."""
+    ``download`` reach the builders (where a real data set is), not the keys. With
+    ``workers`` > 1 the fixtures not stored yet are built that many at a time, each in a
+    one-thread process (every fixture is built from its config and seed alone; the store's
+    lock keeps two builders of one entry apart)."""
     from harness.contract.chunks import chunks
     from harness.contract.registry import pipeline
     from harness.data import fixtures
@@ -34,9 +40,34 @@ def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
         return ""
     ledger = fixtures.Ledger()
     where = {"data_root": data_root, "download": download}
-    for name, seed, config in needed:
-        fixtures.load(suite, name, seed, config, ledger=ledger, where=where)
+    # the store's folder is resolved here: a worker forked from a fork server started
+    # earlier keeps the environment of then
+    directory = fixtures.root()
+    missing = [(suite, name, seed, config, where, directory) for name, seed, config in needed
+               if not fixtures.stored(suite, name, seed, config, directory=directory)]
+    ledger.reused += [f"{name}:{seed}" for name, seed, config in needed
+                      if (suite, name, seed, config, where, directory) not in missing]
+    if workers > 1 and len(missing) > 1:
+        from harness.runner.processes import map_in_workers
+
+        start = time.perf_counter()
+        for built in map_in_workers(_build_fixture, missing, workers=workers):
+            ledger.merge(built)
+        ledger.seconds = time.perf_counter() - start  # wall time, not the workers' sum
+    else:
+        for entry in missing:
+            ledger.merge(_build_fixture(*entry))
     return ledger.summary()
+
+
+def _build_fixture(suite: Suite, name: str, seed: int | None, config: dict[str, Any] | None,
+                   where: dict[str, Any], directory: Path):
+    """One fixture, built (or found) in this process: its ledger."""
+    from harness.data import fixtures
+
+    ledger = fixtures.Ledger()
+    fixtures.load(suite, name, seed, config, directory=directory, ledger=ledger, where=where)
+    return ledger
 
 
 

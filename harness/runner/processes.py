@@ -13,6 +13,7 @@ everything runs in this process.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import select
@@ -92,6 +93,31 @@ def run_groups(groups: list[Group], *, workers: int, options: Mapping[str, Any],
     finally:
         messages.put(None)
         listener.join(timeout=5)
+
+
+def map_in_workers(fn: Callable[..., Any], calls: list[tuple], *, workers: int) -> list[Any]:
+    """``[fn(*args) for args in calls]`` over up to ``workers`` one-thread processes forked
+    like the trainers (``fn`` must be importable by name). Ctrl-C kills them all."""
+    threads = threads_per_worker()
+    if workers <= 1 or len(calls) <= 1:
+        return [fn(*args) for args in calls]
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    messages = context.Queue()
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), mp_context=context,
+                               initializer=_start_worker, initargs=(messages, threads, os.getpid()))
+    try:
+        futures = [pool.submit(fn, *args) for args in calls]
+        results = [f.result() for f in futures]
+        pool.shutdown()
+        return results
+    except BaseException:
+        while not messages.empty():
+            kind, pid, _ = messages.get_nowait()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
 
 
 _MESSAGES: Any = None

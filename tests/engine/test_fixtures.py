@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.contract.pipeline import Pipeline
 from harness.contract.suite import Anchors, Fixture, MetricSpec, Suite, SuiteError, Variant
 from harness.data import fixtures
 from harness.runner.environment import using_threads
@@ -24,7 +25,7 @@ CALLS = Path(os.environ.get("FIXTURE_CALLS", "/nonexistent"))
 
 def build_counted(config: dict, seed: int | None) -> dict[str, np.ndarray]:
     """A builder that records each call (in $FIXTURE_CALLS) and is slow enough to race."""
-    with open(os.environ["FIXTURE_CALLS"], "a") as f:
+    with open(config.get("calls") or os.environ["FIXTURE_CALLS"], "a") as f:
         f.write(f"{seed}\n")
     time.sleep(float(config.get("sleep", 0)))
     rng = np.random.default_rng(seed)
@@ -200,3 +201,39 @@ def test_builder_source_is_part_of_the_key(calls, tmp_path, monkeypatch):
     module.write_text(module.read_text().replace("np.zeros(2)", "np.ones(2)"))
     sys.modules.pop("fxbuilder_mod", None)
     assert fixtures.key(s, s.fixture("model"), 0) != before
+
+
+class PerSeedModel(Pipeline):
+    """A pipeline whose every seed needs the ``model`` fixture (only ``fixtures`` runs)."""
+
+    def fixtures(self, suite, variants, seeds):
+        # the calls file rides in the config: a fork server started earlier in the session
+        # keeps the environment it started with
+        return [("model", s, {"sleep": 0.2, "calls": os.environ["FIXTURE_CALLS"]})
+                for s in seeds]
+
+    def prepare(self, suite, variants, seeds, **options):
+        raise NotImplementedError
+
+    def train(self, suite, objective, inputs, plan, **options):
+        raise NotImplementedError
+
+    def judge(self, suite, job, output, **options):
+        raise NotImplementedError
+
+
+def test_missing_fixtures_are_built_in_parallel_and_equal_a_serial_build(calls, tmp_path):
+    from harness.runner.jobs import prepare_fixtures
+
+    s = replace(suite(), pipeline="tests.engine.test_fixtures:PerSeedModel", chunk=1)
+    config = {"sleep": 0.2, "calls": os.environ["FIXTURE_CALLS"]}
+    fixtures.load(s, "model", 0, config)  # one is stored already
+    summary = prepare_fixtures(s, [s.variant("v")], [0, 1, 2, 3], workers=2)
+    assert summary.startswith("1 reused, 3 built")
+    assert sorted(calls()) == ["0", "1", "2", "3"]  # each built once, in whichever process
+    again = prepare_fixtures(s, [s.variant("v")], [0, 1, 2, 3], workers=2)
+    assert again.startswith("4 reused, 0 built") and len(calls()) == 4
+    for seed in (1, 3):  # what the workers stored is what this process builds
+        stored = fixtures.load(s, "model", seed, config).arrays
+        fresh = build_counted({"sleep": 0, "scale": 2.0}, seed)
+        assert all(np.array_equal(stored[k], fresh[k]) for k in fresh)
