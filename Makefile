@@ -15,10 +15,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
-# Every built-in baseline on four noisy-label variants, 5 seeds each (a few minutes on 2
-# cores), then the web leaderboard on those results at http://127.0.0.1:8000/ (Ctrl-C stops it).
+# Every suite filled: each reference and its literature's key contrasts on the ranked
+# variants (harness/demo.py), then the web leaderboard on those results at
+# http://127.0.0.1:8000/ (Ctrl-C stops it).
 demo: install
-	$(BIN)/harness run suite noisy-labels --variants clean sym-0.4 sym-0.6 asym-0.4 --seeds 5
+	$(BIN)/harness demo
 	@echo "Leaderboard: http://127.0.0.1:$(PORT)/  (Ctrl-C to stop)"
 	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT) --noreload
 
@@ -26,9 +27,9 @@ web: install
 	$(BIN)/python manage.py migrate -v0
 	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT) --noreload
 
-# All baselines × all public variants × 5 seeds.
+# The full sweep: every baseline of every suite on every default variant, 5 seeds.
 full: install
-	$(BIN)/harness run suite noisy-labels --seeds 5
+	$(BIN)/harness demo --full
 
 # Both cores: the tests over two pytest-xdist workers, then the `serial` ones alone; ends
 # with the 15 slowest tests and the wall time (docs/testing.md).

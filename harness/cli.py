@@ -107,6 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--json", action="store_true", help="print the profile as JSON")
     prof.set_defaults(func=cmd_profile)
 
+    demo = verbs.add_parser(
+        "demo", help="fill every suite: each reference and the literature's key contrasts",
+        description="Train, where not stored yet, each suite's reference and the key "
+                    "contrasts of its literature on its ranked variants (harness/demo.py "
+                    "lists them), then print the cross-suite scores the home page ranks.")
+    demo.add_argument("--full", action="store_true",
+                      help="every baseline on every default variant: the full sweep")
+    demo.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
+    demo.add_argument("--workers", type=int, metavar="N",
+                      help="processes training cell groups at once (default: one per core)")
+    demo.set_defaults(func=cmd_demo)
+
     ls = verbs.add_parser("ls", help="list suites, variants and built-in objectives")
     ls.set_defaults(func=cmd_ls)
 
@@ -238,6 +250,21 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from harness import api, demo
+
+    try:
+        demo.run(full=args.full, seeds=args.seeds, workers=args.workers, progress="terminal",
+                 say=lambda message: _say(message, args))
+    except api.HarnessError as exc:
+        return _fail(exc.message)
+    from harness.terminal import render_scores
+    from webapp.leaderboard import home_table
+
+    render_scores(home_table())
+    return 0
+
+
 # --- results --------------------------------------------------------------------------
 
 def cmd_results(args: argparse.Namespace) -> int:
@@ -258,6 +285,11 @@ def cmd_results(args: argparse.Namespace) -> int:
         where = names[0] if args.suite else "any suite"
         print(f"no stored results for {where} yet: run `harness run suite "
               f"{names[0] if args.suite else 'NAME'}`")
+    elif not args.suite and not args.json and not args.variants:
+        from harness.terminal import render_scores
+        from webapp.leaderboard import home_table
+
+        render_scores(home_table())  # the home page's score, as `harness demo` ends
     return 0
 
 
@@ -439,12 +471,12 @@ def _seed(text: str) -> int:
     return value
 
 
-def _say(message: str, args) -> None:
+def _say(message: str, args) -> None:  # args: a namespace, --json or not
     """A note to the user; what it quotes (an objective's error or captured output) may
     hold control characters, which are shown escaped (:func:`harness.report.textsafe.printable`)."""
     from harness.report.textsafe import printable
 
-    print(printable(message), file=sys.stderr if args.json else sys.stdout)
+    print(printable(message), file=sys.stderr if getattr(args, "json", False) else sys.stdout)
 
 
 def _fail(message: str) -> int:

@@ -138,7 +138,7 @@ def render_scores(board: dict) -> None:
             f"{'=' if r['tied'] else ''}{r['rank']} ({r['rank_low']}–{r['rank_high']})")
         score = "–" if r["score"] is None else (
             f"{r['score']:.3f} [{r['score_low']:.3f}, {r['score_high']:.3f}]")
-        table.add_row(rank, escape(shown(r["objective"])), score,
+        table.add_row(rank, shown(r["objective"]), score,
                       escape(", ".join(r["coverage"]) or "–"))
     console.print(table)
     console.print(escape(f"Score: {board['rank_method']}."), highlight=False, style="dim")

@@ -251,6 +251,27 @@ PROFILE = obj({
 }, {
     "code": {**nullable(STR), "description": "source of the newest version: absent unless "
              "the code is public or the viewer owns the objective"},
+    "profile": nullable(obj({
+        "slug": STR, "label": nullable(STR),
+        "suites": arr(obj({
+            "suite": STR, "status": {"enum": ["scored", "provisional", "missing"]},
+            "improvement": NUM_OR_NULL, "improvement_ci_low": NUM_OR_NULL,
+            "improvement_ci_high": NUM_OR_NULL,
+            "verdict": nullable({"enum": ["better", "worse", "not resolved", "reference"],
+                                 "description": "the suite page's paired t-test, "
+                                 "Holm-corrected over the suite's objectives"}),
+            "resolvable": nullable({**ANY_OBJECT, "description": "the smallest improvement "
+                                    "the suite's seeds resolve (difference, uncorrected, "
+                                    "spread, seeds, compared)"}),
+            "score": NUM_OR_NULL, "score_low": NUM_OR_NULL, "score_high": NUM_OR_NULL,
+            "rank": nullable(INT), "rank_low": nullable(INT), "rank_high": nullable(INT),
+            "of": nullable({**INT, "description": "objectives ranked: the suite's "
+                            "baselines with a score, and this one"}),
+            "tied": BOOL}, extra=True), "per suite, as `harness profile` prints it"),
+        "aggregate": nullable(obj({"score": NUM, "score_low": NUM, "score_high": NUM,
+                                   "suites": arr(STR), "n": INT})),
+        "unscored": arr(STR), "aggregate_rule": STR, "rank_rule": STR}),
+        ),
 }, description="Everything the objective page shows (built by webapp.leaderboard); "
     "training curves only with ?curves=1.", extra=True)
 
