@@ -395,6 +395,7 @@ def test_status_json_shape_and_the_page(client_a, client):
     assert f'data-status-url="/runs/{submission.pk}/status.json"' in html
     assert "webapp/status.js" in html and html.count("<tr data-cell=") == VARIANTS
     assert 'id="run-links" hidden' in html
+    assert 'id="profile-link"' in html and 'href="/objectives/my-loss/#profile"' in html
     assert status(client, submission)["is_owner"] is False
 
 
@@ -414,6 +415,10 @@ def test_inline_runner_takes_cells_to_ok_with_metrics(client_a, settings,
     html = client_a.get(f"/runs/{submission.pk}/").content.decode()
     assert 'id="run-links" hidden' not in html and 'href="/objectives/my-loss/"' in html
     assert 'href="/suites/noisy-labels/"' in html
+    account = client_a.get("/accounts/").content.decode()  # the run and the profile it fills
+    assert f'href="/runs/{submission.pk}/"' in account
+    assert 'href="/objectives/my-loss/#profile"' in account
+    assert f"{VARIANTS} / {VARIANTS}" in account
 
 
 def test_failing_objective_ends_failed_with_reason_for_the_owner_only(

@@ -1,5 +1,5 @@
 """Accounts: sign up (Django's UserCreationForm), then signed in straight away; the account
-page (API tokens for ``harness submit``, the user's uploads).
+page (API tokens for ``harness submit``, the user's submissions and uploads).
 
 Log in and log out are Django's own views (see urls.py); log out is a POST.
 """
@@ -11,10 +11,12 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render, resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from harness.storage.models import Cell, Submission
 from webapp import tokens
 
 
@@ -51,9 +53,32 @@ def account(request: HttpRequest) -> HttpResponse:
         "new_token": new_token,
         "tokens": request.user.api_tokens.order_by("-created"),
         "uploads": request.user.uploads.select_related("version").order_by("-created")[:100],
+        "submissions": _submissions(request.user),
     })
     response["Cache-Control"] = "no-store"  # it may hold a token
     return response
+
+
+def _submissions(user) -> list[dict]:
+    """The user's newest web submissions, each with its cells counted by status (one
+    query): the run page and the objective page whose profile they fill."""
+    subs = list(user.submissions.select_related("version__objective").order_by("-created")[:50])
+    counts: dict[int, dict[str, int]] = {}
+    for sid, status, n in (Submission.cells.through.objects
+                           .filter(submission__in=subs)
+                           .values_list("submission_id", "cell__status")
+                           .annotate(n=Count("id")).order_by()):
+        counts.setdefault(sid, {})[status] = n
+    out = []
+    for sub in subs:
+        mine = counts.get(sub.pk, {})
+        done = sum(n for st, n in mine.items() if st in Cell.FINISHED)
+        out.append({"id": sub.pk, "label": sub.version.label,
+                    "slug": sub.version.objective.slug, "suites": sub.suites,
+                    "created": sub.created, "total": sum(mine.values()), "done": done,
+                    "failed": sum(n for st, n in mine.items()
+                                  if st in (Cell.FAILED, Cell.TIMEOUT, Cell.KILLED))})
+    return out
 
 
 def _safe_next(request: HttpRequest) -> str:
