@@ -245,7 +245,8 @@ def _train(plans: list[_Plan], factorial: bool, *, device, mode, sandbox, force,
             if pending:
                 built = prepare_fixtures(
                     plan.suite, [plan.suite.variant(v) for v in plan.variants if v in pending],
-                    plan.seeds, data_root=data_root, download=download, workers=workers)
+                    plan.seeds, data_root=data_root, download=download, workers=workers,
+                    say=say)
                 if built:
                     say(f"fixtures: {built}")
         with bars.bar(total, progress) as advance:

@@ -19,14 +19,15 @@ if TYPE_CHECKING:
 
 def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
                      data_root: str | None = None, download: bool = False,
-                     workers: int = 1) -> str:
+                     workers: int = 1, say: Callable[[str], None] | None = None) -> str:
     """Build (or find) every fixture the cells' chunks need (the seeds asked for and their
     chunks' other seeds: :mod:`harness.contract.chunks`), once, before workers start: a summary
     such as ``"6 reused, 0 built"`` ('' for a suite without fixtures). ``data_root`` and
     ``download`` reach the builders (where a real data set is), not the keys. With
     ``workers`` > 1 the fixtures not stored yet are built that many at a time, each in a
     one-thread process (every fixture is built from its config and seed alone; the store's
-    lock keeps two builders of one entry apart)."""
+    lock keeps two builders of one entry apart). ``say`` hears, before any is built, how
+    many are missing."""
     from harness.contract.chunks import chunks
     from harness.contract.registry import pipeline
     from harness.data import fixtures
@@ -47,6 +48,10 @@ def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
                if not fixtures.stored(suite, name, seed, config, directory=directory)]
     ledger.reused += [f"{name}:{seed}" for name, seed, config in needed
                       if (suite, name, seed, config, where, directory) not in missing]
+    if missing and say is not None:
+        say(f"{suite.name}: building {len(missing)} fixture{'s' * (len(missing) > 1)} "
+            f"({', '.join(sorted({m[1] for m in missing}))}), once per machine: they are "
+            f"cached in {directory}")
     if workers > 1 and len(missing) > 1:
         from harness.runner.processes import map_in_workers
 

@@ -9,8 +9,11 @@ from harness.contract.registry import all_suites
 
 def test_the_demo_fills_every_suite_with_its_reference_and_contrasts():
     plan = demo.plan()
-    assert set(plan) == {s.name for s in all_suites()}  # a new suite names its contrasts
+    # a new suite names its contrasts (mini-MUSE is left to --full: its fixtures' time)
+    assert set(plan) == {s.name for s in all_suites()} - {"unlearning-muse"}
     for suite in all_suites():
+        if suite.name not in plan:
+            continue
         names, variants = plan[suite.name]
         assert names[0] == suite.reference and len(names) >= 2
         assert set(names) <= set(suite.baselines)

@@ -228,8 +228,11 @@ def test_missing_fixtures_are_built_in_parallel_and_equal_a_serial_build(calls, 
     s = replace(suite(), pipeline="tests.engine.test_fixtures:PerSeedModel", chunk=1)
     config = {"sleep": 0.2, "calls": os.environ["FIXTURE_CALLS"]}
     fixtures.load(s, "model", 0, config)  # one is stored already
-    summary = prepare_fixtures(s, [s.variant("v")], [0, 1, 2, 3], workers=2)
+    said = []
+    summary = prepare_fixtures(s, [s.variant("v")], [0, 1, 2, 3], workers=2, say=said.append)
     assert summary.startswith("1 reused, 3 built")
+    assert said == [f"fx: building 3 fixtures (model), once per machine: they are cached in "
+                    f"{fixtures.root()}"]
     assert sorted(calls()) == ["0", "1", "2", "3"]  # each built once, in whichever process
     again = prepare_fixtures(s, [s.variant("v")], [0, 1, 2, 3], workers=2)
     assert again.startswith("4 reused, 0 built") and len(calls()) == 4
