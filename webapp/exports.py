@@ -55,6 +55,25 @@ def tables_csv(tables: list[dict]) -> str:
     return out.getvalue()
 
 
+def scores_csv(board: dict) -> str:
+    """The home page's ranking as CSV: per objective its rank with the rank's interval and
+    tie mark, the cross-suite score with its interval, the suites it is scored on (";"
+    between them) and, per suite, its normalized score there (the suite summary's)."""
+    out = io.StringIO()
+    suites = [s["suite"] for s in board["suites"]]
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["rank", "rank_low", "rank_high", "tied", "objective", "slug", "builtin",
+                     "score", "score_low", "score_high", "score_n", "scored_on",
+                     *(f"normalized_{s}" for s in suites)])
+    for r in board["rows"]:
+        writer.writerow(_csv_cell(x) for x in [
+            r["rank"], r["rank_low"], r["rank_high"], r["tied"], r["objective"], r["slug"],
+            r["is_builtin"], r["score"], r["score_low"], r["score_high"], r["score_n"],
+            ";".join(r["coverage"]),
+            *((r["cells"].get(s) or {}).get("normalized") for s in suites)])
+    return out.getvalue()
+
+
 def _across(tables: list[dict]) -> dict[str, tuple]:
     """{objective: (mean, worst, worst variant, variants covered)} over ``tables``."""
     higher = tables[0]["headline_spec"]["higher_is_better"]

@@ -358,8 +358,27 @@ UPLOAD = obj({
 ERROR = obj({"error": {**STR, "description": "what was wrong, in words"},
              "status": INT})
 
+SCORES = obj({
+    "rank_method": {**STR, "description": "how the score, its interval and the ranks are "
+                    "computed (harness/report/aggregate.py)"},
+    "rows": arr(obj({
+        "objective": {**STR, "description": "display label"}, "slug": STR,
+        "is_builtin": BOOL,
+        "score": {**NUM_OR_NULL, "description": "per suite the IQM of the normalized "
+                  "headline over every (ranked variant, seed), then the mean over suites; "
+                  "null: provisional"},
+        "score_low": NUM_OR_NULL, "score_high": NUM_OR_NULL,
+        "score_n": {**INT, "description": "normalized per-seed scores it stands on"},
+        "coverage": arr(STR, "the suites it is scored on: objectives are ranked only "
+                        "against those with the same"),
+        "rank": nullable(INT), "rank_low": nullable(INT), "rank_high": nullable(INT),
+        "tied": {**BOOL, "description": "its difference from the first of its tie group "
+                 "is not resolved by the seeds"}}), "best first, as the home page"),
+}, description="The cross-suite ranking the home page shows.")
+
 COMPONENTS: dict[str, dict] = {
     "Error": ERROR,
+    "Scores": SCORES,
     "MetricSpec": METRIC_SPEC,
     "CurveSpec": CURVE_SPEC,
     "Variant": VARIANT,
@@ -450,6 +469,17 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                       f"variant tables per page (at most {TABLE_PAGE_SIZE_MAX})")),
         errors=(400, 404),
         examples=("/api/suites/{suite}?variant={variant}", "/api/suites/{suite}")),
+    Endpoint(
+        "/api/scores", "api-scores", "The cross-suite ranking",
+        "Every objective's score over the suites it is scored on, with its 95% stratified "
+        "bootstrap interval, its rank among the objectives scored on the same suites with "
+        "the rank's interval, and tie marks: the home page's table, best first.",
+        "Scores",
+        params=(Param("kind", "query", {"enum": ["all", "builtin", "submitted"],
+                                        "default": "all"},
+                      "built-in baselines, submissions or all (ranks stay global)"),),
+        errors=(400,),
+        examples=("/api/scores", "/api/scores?kind=builtin")),
     Endpoint(
         "/api/objectives", "api-objectives", "List the objectives",
         "Objectives (built-in baselines and submissions) with their versions: label, "

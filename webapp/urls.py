@@ -15,6 +15,7 @@ urlpatterns = [
     path("suites/<str:name>/", pages.suite, name="suite"),
     path("objectives/<slug:slug>/", pages.objective, name="objective"),
     path("objectives/<slug:slug>/compare/", pages.compare, name="compare"),
+    path("export/scores.csv", pages.export_scores, name="export-scores"),
     path("export/<str:suite>/<str:fmt>", pages.export, name="export"),
     path("submit/", submit.submit, name="submit"),
     path("runs/<int:pk>/", submit.run_status, name="run-status"),

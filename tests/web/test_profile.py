@@ -96,3 +96,28 @@ def test_compare_page_gives_the_suite_pages_verdict_against_the_reference():
     assert "≈ not resolved" in page and "Holm-corrected over the 4 objectives" in page
     suite_page = Client().get("/suites/noisy-labels/?variant=sym-0.4").content.decode()
     assert 'id="resolvable"' in suite_page and "Holm over 4 objectives" in suite_page
+
+
+def test_the_score_is_the_same_on_the_page_in_the_api_and_in_the_csv():
+    import csv
+    import io
+
+    from webapp import leaderboard
+
+    make_objective("ce", _accs(CE))
+    make_objective("mine", _accs(MINE), builtin=False)
+    board = {r["slug"]: r for r in leaderboard.home_table()["rows"]}
+    api = Client().get("/api/scores").json()
+    assert {r["slug"]: (r["score"], r["score_low"], r["rank"], r["coverage"])
+            for r in api["rows"]} == {s: (r["score"], r["score_low"], r["rank"],
+                                          r["coverage"]) for s, r in board.items()}
+    assert Client().get("/api/scores?kind=builtin").json()["rows"][0]["slug"] == "ce"
+    bad = Client().get("/api/scores?kind=mine")
+    assert bad.status_code == 400 and "kind is one of" in bad.json()["error"]
+    rows = list(csv.DictReader(io.StringIO(Client().get("/export/scores.csv").content.decode())))
+    mine = next(r for r in rows if r["slug"] == "mine")
+    assert float(mine["score"]) == pytest.approx(board["mine"]["score"])
+    assert mine["rank"] == "1" and mine["scored_on"] == "noisy-labels"
+    assert float(mine["normalized_noisy-labels"]) == pytest.approx(
+        board["mine"]["cells"]["noisy-labels"]["normalized"])
+    assert profile_table("mine")["aggregate"]["score"] == pytest.approx(board["mine"]["score"])

@@ -328,6 +328,20 @@ def suite_detail(request: HttpRequest, name: str) -> dict:
             "tables": RawJSON(tables)}
 
 
+SCORE_FIELDS = ("objective", "slug", "is_builtin", "score", "score_low", "score_high",
+                "score_n", "coverage", "rank", "rank_low", "rank_high", "tied")
+
+
+@api_view
+def scores(request: HttpRequest) -> dict:
+    kind = request.GET.get("kind") or "all"
+    if kind not in leaderboard.KINDS:
+        raise ApiError(400, f"kind is one of {', '.join(leaderboard.KINDS)}, got {kind!r}")
+    board = leaderboard.home_table(kind=kind)
+    return {"rank_method": board["rank_method"],
+            "rows": [{k: r[k] for k in SCORE_FIELDS} for r in board["rows"]]}
+
+
 @api_view
 def objective_list(request: HttpRequest) -> dict:
     objectives = (Objective.objects.select_related("owner").order_by("slug")
@@ -405,6 +419,7 @@ urlpatterns = [
     path("", index, name="api-index"),
     re_path(r"^suites/?$", suite_list, name="api-suites"),
     re_path(r"^suites/(?P<name>[^/]+)/?$", suite_detail, name="api-suite"),
+    re_path(r"^scores/?$", scores, name="api-scores"),
     re_path(r"^objectives/?$", objective_list, name="api-objectives"),
     re_path(r"^objectives/(?P<slug>[-\w]+)/?$", objective_detail, name="api-objective"),
     re_path(r"^results/?$", results, name="api-results"),

@@ -80,5 +80,16 @@ def export(request: HttpRequest, suite: str, fmt: str) -> HttpResponse:
     return response
 
 
+def export_scores(request: HttpRequest) -> HttpResponse:
+    """The home page's ranking as CSV (``?kind=`` as on the page)."""
+    try:
+        board = leaderboard.home_table(kind=request.GET.get("kind") or "all")
+    except NotFound as exc:
+        return _not_found(request, exc)
+    response = HttpResponse(exports.scores_csv(board), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'inline; filename="scores.csv"'
+    return response
+
+
 def _not_found(request: HttpRequest, exc: Exception) -> HttpResponse:
     return render(request, "webapp/not_found.html", {"message": str(exc)}, status=404)
