@@ -132,3 +132,13 @@ def test_gpu_smoke(tmp_path):
         assert cell["objective"] == gpu[key].reference and isinstance(cell["value"], float)
     if not torch.cuda.is_available():
         assert _bench("gpu.py").stdout == "skipped: no CUDA device\n"
+
+
+def test_sweep_smoke(tmp_path):
+    report = tmp_path / "sweep.json"
+    _bench("sweep.py", "--smoke", "--json", str(report))
+    data = json.loads(report.read_text())
+    row = data["suites"]["noisy-labels"]
+    assert (row["objectives"], row["variants"], row["seeds"], row["cells"]) == (2, 1, 2, 4)
+    assert row["run_s"] > 0 and row["per_cell_s"] == round(row["run_s"] / 4, 2)
+    assert data["run_s"] == row["run_s"]
