@@ -127,22 +127,28 @@ def render_profile(payload: dict) -> None:
 
 
 def render_scores(board: dict) -> None:
-    """The home page's ranking (``webapp.leaderboard.home_table``): per objective its rank
-    with the rank interval, the score with its interval, and the suites it is scored on."""
+    """The home page's ranking (``webapp.leaderboard.home_table``): one table per set of
+    suites objectives are scored on (they are ranked only within it), each objective with
+    its rank, the rank's interval and the score with its interval; provisional ones last."""
     console = Console(width=None if sys.stdout.isatty() else 140)
-    table = Table(title="Across suites (the home page's ranking)", title_justify="left",
-                  header_style="bold")
-    for name, justify in (("rank", "right"), ("objective", "left"),
-                          ("score [95% interval]", "right"), ("scored on", "left")):
-        table.add_column(name, justify=justify)
+    groups: dict[tuple[str, ...], list[dict]] = {}
     for r in board["rows"]:
-        rank = "prov." if r["rank"] is None else (
-            f"{'=' if r['tied'] else ''}{r['rank']} ({r['rank_low']}–{r['rank_high']})")
-        score = "–" if r["score"] is None else (
-            f"{r['score']:.3f} [{r['score_low']:.3f}, {r['score_high']:.3f}]")
-        table.add_row(rank, shown(r["objective"]), score,
-                      escape(", ".join(r["coverage"]) or "–"))
-    console.print(table)
+        groups.setdefault(tuple(r["coverage"]) if r["rank"] is not None else (), []).append(r)
+    for coverage, rows in groups.items():
+        title = (f"Scored on {', '.join(coverage)}" if coverage else
+                 "Provisional (not yet the seeds a score needs)")
+        table = Table(title=title, title_justify="left", header_style="bold")
+        for name, justify in (("rank", "right"), ("objective", "left"),
+                              ("score [95% interval]", "right")):
+            table.add_column(name, justify=justify)
+        for r in rows:
+            rank = "–" if r["rank"] is None else (
+                f"{'=' if r['tied'] else ''}{r['rank']} of {len(rows)} "
+                f"({r['rank_low']}–{r['rank_high']})")
+            score = "–" if r["score"] is None else (
+                f"{r['score']:.3f} [{r['score_low']:.3f}, {r['score_high']:.3f}]")
+            table.add_row(rank, shown(r["objective"]), score)
+        console.print(table)
     console.print(escape(f"Score: {board['rank_method']}."), highlight=False, style="dim")
 
 

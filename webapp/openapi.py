@@ -372,6 +372,8 @@ SCORES = obj({
         "coverage": arr(STR, "the suites it is scored on: objectives are ranked only "
                         "against those with the same"),
         "rank": nullable(INT), "rank_low": nullable(INT), "rank_high": nullable(INT),
+        "rank_of": nullable({**INT, "description": "objectives ranked with it (scored on "
+                             "the same suites)"}),
         "tied": {**BOOL, "description": "its difference from the first of its tie group "
                  "is not resolved by the seeds"}}), "best first, as the home page"),
 }, description="The cross-suite ranking the home page shows.")

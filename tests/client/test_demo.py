@@ -31,7 +31,7 @@ def test_the_cli_prints_the_home_pages_scores(capsys):
             {"objective": "new[bold]", "rank": None, "score": None, "coverage": []}]
     render_scores({"rows": rows, "rank_method": "the rule"})
     out = capsys.readouterr().out
-    assert "=1 (1–2)" in out and "0.851 [0.800, 0.900]" in out
-    assert "calibration, noisy-labels" in out and "prov." in out
+    assert "=1 of 1 (1–2)" in out and "0.851 [0.800, 0.900]" in out
+    assert "Scored on calibration, noisy-labels" in out and "Provisional" in out
     assert "new[bold]" in out  # a user's name is shown as written, not as markup
     assert "Score: the rule." in out

@@ -257,7 +257,7 @@ def _score(rows: list[dict]) -> None:
         row["coverage"] = sorted(scores)
         row["score_n"] = sum(len(x) for v in scores.values() for x in v.values())
         row.update(score=None, score_low=None, score_high=None, rank=None, rank_low=None,
-                   rank_high=None, tied=False)
+                   rank_high=None, rank_of=None, tied=False)
         if scores:
             groups.setdefault(tuple(row["coverage"]), []).append((row, scores))
     for members in groups.values():
@@ -267,7 +267,7 @@ def _score(rows: list[dict]) -> None:
             members[int(r.name)][0].update(
                 score=r.aggregate.score, score_low=r.aggregate.ci_low,
                 score_high=r.aggregate.ci_high, rank=r.rank, rank_low=r.rank_low,
-                rank_high=r.rank_high, tied=sizes[r.tie_group] > 1)
+                rank_high=r.rank_high, rank_of=len(found), tied=sizes[r.tie_group] > 1)
 
 
 def table_versions(suite: Suite) -> tuple[list[ObjectiveVersion], ObjectiveVersion | None]:

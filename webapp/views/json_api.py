@@ -329,7 +329,7 @@ def suite_detail(request: HttpRequest, name: str) -> dict:
 
 
 SCORE_FIELDS = ("objective", "slug", "is_builtin", "score", "score_low", "score_high",
-                "score_n", "coverage", "rank", "rank_low", "rank_high", "tied")
+                "score_n", "coverage", "rank", "rank_low", "rank_high", "rank_of", "tied")
 
 
 @api_view
