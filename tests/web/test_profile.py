@@ -34,6 +34,7 @@ def _normalized(base: list[float]) -> np.ndarray:
 def test_profile_known_answers_and_the_objective_page():
     make_objective("ce", _accs(CE))
     make_objective("gce", _accs(GCE))
+    make_objective("ldr-kl", _accs(GCE))  # stored as ldr_kl (a slug's "-" is the name's "_")
     make_objective("mine", _accs(MINE), builtin=False)
     calibration = get_suite("calibration")
     found = profile_table("mine", suites=[SUITE, calibration])
@@ -45,21 +46,21 @@ def test_profile_known_answers_and_the_objective_page():
     assert noisy["improvement"] == pytest.approx(diff.mean())
     half = sps.t.ppf(0.975, 4) * diff.std(ddof=1) / np.sqrt(5)
     assert noisy["improvement_ci_low"] == pytest.approx(diff.mean() - half)
-    # resolvable: one objective compared (mine; gce is on the page too: m = 2)
-    spreads = [diff.std(ddof=1), (np.array(GCE) - np.array(CE)).std(ddof=1)]
-    assert noisy["resolvable"]["compared"] == 2
+    # resolvable: every objective compared with ce on the page (mine, gce, ldr_kl: m = 3)
+    spreads = [diff.std(ddof=1), *[(np.array(GCE) - np.array(CE)).std(ddof=1)] * 2]
+    assert noisy["resolvable"]["compared"] == 3
     assert noisy["resolvable"]["difference"] == pytest.approx(
-        sps.t.ppf(1 - 0.05 / 4, 4) * np.median(spreads) / np.sqrt(5))
+        sps.t.ppf(1 - 0.05 / 6, 4) * np.median(spreads) / np.sqrt(5))
     # score: the IQM over the 20 (variant, seed) normalized scores
     assert noisy["score"] == pytest.approx(sps.trim_mean(_normalized(MINE), 0.25))
     assert noisy["score_low"] < noisy["score"] < noisy["score_high"]
     # rank among the suite's baselines (ce, gce) by the same score and replicates
     expected = aggregate.ranked({
         name: {SUITE.name: dict(zip(RANKED, np.split(_normalized(base), 4), strict=True))}
-        for name, base in (("__mine__", MINE), ("gce", GCE), ("ce", CE))})
+        for name, base in (("__mine__", MINE), ("gce", GCE), ("ldr_kl", GCE), ("ce", CE))})
     me = next(r for r in expected if r.name == "__mine__")
     assert (noisy["rank"], noisy["rank_low"], noisy["rank_high"], noisy["of"]) == (
-        me.rank, me.rank_low, me.rank_high, 3)
+        me.rank, me.rank_low, me.rank_high, 4)
     # the aggregate over the one scored suite is its score; calibration is named unscored
     assert found["aggregate"]["score"] == pytest.approx(noisy["score"])
     assert found["aggregate"]["suites"] == [SUITE.name]

@@ -95,7 +95,7 @@ def _suite_entry(suite: Suite, summary: dict, mine: dict | None, rows: list[dict
         return entry
     field = {"__mine__": ranked_scores(mine)}
     field.update({r["slug"]: ranked_scores(r) for r in rows
-                  if r["is_builtin"] and r["slug"] in suite.baselines
+                  if r["is_builtin"] and r["name"] in suite.baselines
                   and r["label"] == r["name"] and r["slug"] != mine["slug"]
                   and r["ranked"] and r.get("ranked_seeds")})
     field = {k: v for k, v in field.items() if _same_coverage(v, field["__mine__"])}
@@ -138,8 +138,9 @@ def _band(summary: dict, rows: list[dict], suite: Suite) -> dict:
     """Per ranked variant, the baselines' normalized means: lowest, highest, reference."""
     out = {}
     for variant in suite.ranked_variants:
-        means = {r["slug"]: r["by_variant"][variant] for r in rows
-                 if r["is_builtin"] and r["label"] == r["name"]
+        means = {r["name"]: r["by_variant"][variant] for r in rows
+                 if r["is_builtin"] and r["name"] in suite.baselines
+                 and r["label"] == r["name"]
                  and variant in (r.get("by_variant") or {})}
         if means:
             out[variant] = {"low": min(means.values()), "high": max(means.values()),
