@@ -20,7 +20,7 @@ import torch
 from harness.contract import seeding
 from harness.contract.judging import Failure, cell_results
 from harness.contract.outputs import check_array, diverged_in, diverged_out, params_in, params_out
-from harness.contract.pipeline import Job, Pipeline, TrainOutput
+from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.reliability import reliability_curves
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.models.mlp import mlp
@@ -116,7 +116,7 @@ class Calibration(Pipeline):
         rows, n_test = tests.shape[0] * tests.shape[1], tests.shape[1]
         posthoc = output.info.get("posthoc")
         if not isinstance(posthoc, bool):
-            raise ValueError("the trainer did not say whether it calibrated post hoc")
+            raise InvalidOutput("the trainer did not say whether it calibrated post hoc")
         probs = val = test = None
         if posthoc:  # judged on the calibrator's probabilities: no logits needed here
             probs = check_array(output.arrays, "test_probs", (m, rows, k), "f")
