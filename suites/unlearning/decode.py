@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -16,26 +16,47 @@ def generate(model: nn.Module, params: Mapping[str, Tensor], prompts: list[list[
     length decode together (at most ``chunk`` at a time), so no padding ever sits inside a
     sequence. ``cache``: each step feeds only the new token, with the keys and values of
     the ones before (the mini model and a ``transformers`` model alike); without it every
-    step recomputes the whole prefix (the same tokens; bench/unlearning_decode.py)."""
+    step recomputes the whole prefix (the same tokens; bench/unlearning_decode.py).
+    ``params`` are put into the model once for every batch and step (one
+    ``functional_call``), not once per forward: the same numbers, 1.05–1.3× faster
+    decoding (bench/unlearning_judge.py)."""
     out: list[list[int]] = [[] for _ in prompts]
     by_length: dict[int, list[int]] = {}
     for i, p in enumerate(prompts):
         by_length.setdefault(len(p), []).append(i)
     limit = _max_length(model)
     device = next(iter(params.values())).device
-    for length, same in sorted(by_length.items()):
-        for lo in range(0, len(same), chunk):
-            rows = same[lo:lo + chunk]
-            ids = torch.tensor([prompts[i] for i in rows], dtype=torch.long, device=device)
-            new = _greedy(model, dict(params), ids, min(max_new, limit - length), eos, cache)
-            for r, i in enumerate(rows):
-                tokens = new[r].tolist()
-                out[i] = tokens[:tokens.index(eos)] if eos in tokens else tokens
+    batches = [(length, same[lo:lo + chunk]) for length, same in sorted(by_length.items())
+               for lo in range(0, len(same), chunk)]
+
+    def decode_all(bound: nn.Module) -> list[Tensor]:
+        return [_greedy(bound, torch.tensor([prompts[i] for i in rows], dtype=torch.long,
+                                            device=device),
+                        min(max_new, limit - length), eos, cache)
+                for length, rows in batches]
+
+    news = torch.func.functional_call(_Calling(model), {f"model.{k}": v for k, v in
+                                                        params.items()}, (decode_all,))
+    for (_, rows), new in zip(batches, news, strict=True):
+        for r, i in enumerate(rows):
+            tokens = new[r].tolist()
+            out[i] = tokens[:tokens.index(eos)] if eos in tokens else tokens
     return out
 
 
-def _greedy(model: nn.Module, params: dict[str, Tensor], ids: Tensor, steps: int, eos: int,
-            cache: bool) -> Tensor:
+class _Calling(nn.Module):
+    """``fn(model)`` inside one ``functional_call`` of ``model`` (as the submodule
+    ``model``): every forward ``fn`` runs sees the member's parameters."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, fn: Callable[[nn.Module], Any]) -> Any:
+        return fn(self.model)
+
+
+def _greedy(model: nn.Module, ids: Tensor, steps: int, eos: int, cache: bool) -> Tensor:
     """Up to ``steps`` greedy tokens after ``ids`` ``[B, t]``; a finished row repeats
     ``eos``; stops when every row has finished."""
     done = torch.zeros(len(ids), dtype=torch.bool, device=ids.device)
@@ -44,10 +65,9 @@ def _greedy(model: nn.Module, params: dict[str, Tensor], ids: Tensor, steps: int
     feed = ids
     for _ in range(steps):
         seen = ids.shape[1] + len(new) - feed.shape[1]  # positions already in the cache
-        out = torch.func.functional_call(model, params, (), {
-            "input_ids": feed, "attention_mask": torch.ones(
-                len(ids), seen + feed.shape[1], dtype=torch.long, device=ids.device),
-            "past_key_values": past, "use_cache": cache})
+        out = model(input_ids=feed, attention_mask=torch.ones(
+            len(ids), seen + feed.shape[1], dtype=torch.long, device=ids.device),
+            past_key_values=past, use_cache=cache)
         nxt = torch.where(done, torch.full_like(done, eos, dtype=torch.long),
                           out.logits[:, -1].argmax(-1))
         done |= nxt == eos

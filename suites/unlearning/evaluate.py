@@ -150,31 +150,38 @@ def truth_ratios(model: nn.Module, params: Mapping[str, Tensor], split: QASplit)
 
 
 def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
-         generate_answers: bool = True) -> tuple[dict[str, float], np.ndarray]:
+         generate_answers: bool = True, trajectory_point: bool = False
+         ) -> tuple[dict[str, float], np.ndarray]:
     """TOFU's numbers of one model, and its per-question forget truth ratios (for the KS
     test against the retain model's). Without ``generate_answers`` the ROUGE numbers (and
-    the utility, which needs them) are left out: the cheap trajectory points."""
+    the utility, which needs them) are left out. A ``trajectory_point`` has only what the
+    trajectories show (forget probability and truth ratios, model utility): no forget
+    ROUGE, so the forget questions are not decoded."""
     out: dict[str, float] = {}
     f = score(model, params, s.forget.answer)
     r_forget = truth_ratios(model, params, s.forget)
     out["forget_prob"] = float(mt.probability(f.normalized))
-    out["forget_truth_ratio"] = float(mt.truth_ratio_forget(r_forget))
-    out["extraction_strength"] = float(np.mean([
-        mt.extraction_strength(p, t) for p, t in zip(f.predicted, f.target, strict=True)]))
+    if not trajectory_point:
+        out["forget_truth_ratio"] = float(mt.truth_ratio_forget(r_forget))
+        out["extraction_strength"] = float(np.mean([
+            mt.extraction_strength(p, t) for p, t in zip(f.predicted, f.target,
+                                                         strict=True)]))
     utility = _utility_splits(s)
     for key, split in utility:
+        # each set scored once: the facts' truth-ratio base is their answer, and their
+        # probability and truth ratio share the perturbed answers
+        assert split.perturbed is not None, "a truth ratio needs perturbed answers"
         a = score(model, params, split.answer).normalized
-        if key == "retain":
-            out[f"{key}_prob"] = float(mt.probability(a))
-        else:
-            assert split.perturbed is not None
-            pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
-            out[f"{key}_prob"] = float(mt.probability_with_options(a, pert))
+        base = a if split.base is split.answer else score(model, params, split.base).normalized
+        pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
+        out[f"{key}_prob"] = float(mt.probability(a) if key == "retain" else
+                                   mt.probability_with_options(a, pert))
         out[f"{key}_truth_ratio"] = float(mt.truth_ratio_true_better(
-            truth_ratios(model, params, split)))
+            mt.truth_ratios(pert, base)))
     if generate_answers:
-        out["forget_rouge"] = float(np.mean(mt.rouge_l_recall(
-            s.forget.answers, _answers(model, params, s, s.forget))))
+        if not trajectory_point:
+            out["forget_rouge"] = float(np.mean(mt.rouge_l_recall(
+                s.forget.answers, _answers(model, params, s, s.forget))))
         for key, split in utility:
             out[f"{key}_rouge"] = float(np.mean(mt.rouge_l_recall(
                 split.answers, _answers(model, params, s, split))))
@@ -196,9 +203,11 @@ def mink_scores(model: nn.Module, params: Mapping[str, Tensor], passages: Encode
     return np.array([mt.min_k_score(t, k=MIN_K) for t in sc.token_logprobs])
 
 
-def muse(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> dict[str, float]:
+def muse(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
+         trajectory_point: bool = False) -> dict[str, float]:
     """MUSE's numbers of one model (×100 ROUGE-L F1), and its Min-40% membership AUC,
-    forget passages against holdout passages."""
+    forget passages against holdout passages (not for a ``trajectory_point``: the
+    trajectories show VerbMem and KnowMem only)."""
     assert s.verbmem is not None and s.mia_forget is not None and s.mia_holdout is not None
     gens = [s.codec.decode(g) for g in generate(model, params, s.verbmem.prompts,
                                                  s.verbmem_new_tokens, s.codec.eos)]
@@ -208,6 +217,8 @@ def muse(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> dict[str,
                s.forget.answers, _answers(model, params, s, s.forget))) * 100),
            "knowmem_retain": float(np.mean(mt.rouge_l_f1(
                s.retain.answers, _answers(model, params, s, s.retain))) * 100)}
+    if trajectory_point:
+        return out
     # The membership AUC: P(a forget passage looks more familiar than a holdout one), i.e.
     # 1 − muse_bench's AUC, so that PrivLeak ≫ 0 means "still remembers" (open-unlearning's
     # sign; muse_bench's has the opposite one).

@@ -212,17 +212,32 @@ def model_utility(values: np.ndarray) -> float:
 
 @functools.lru_cache(maxsize=2)
 def _scorer(use_stemmer: bool) -> Any:
-    """One ROUGE-L scorer per stemming choice (building one is slow)."""
-    from rouge_score import rouge_scorer
+    """One ROUGE-L scorer per stemming choice (building one is slow), whose tokenizer
+    remembers the texts it has split: the judge scores the same answers after every
+    epoch, and Porter stemming was most of ROUGE's time."""
+    from rouge_score import rouge_scorer, tokenizers
 
-    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=use_stemmer)
+    class Remembering(tokenizers.Tokenizer):
+        def __init__(self) -> None:
+            self.inner = tokenizers.DefaultTokenizer(use_stemmer)
+            self.split = functools.lru_cache(maxsize=1 << 14)(self.inner.tokenize)
+
+        def tokenize(self, text: str) -> list[str]:
+            return list(self.split(text))
+
+    return rouge_scorer.RougeScorer(["rougeL"], tokenizer=Remembering())
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _rouge_pair(use_stemmer: bool, ground_truth: str, generation: str) -> Any:
+    """rouge-score's ROUGE-L of one pair, once per process (a pure function of the texts)."""
+    return _scorer(use_stemmer).score(ground_truth, generation)["rougeL"]
 
 
 def _rouge_l(ground_truths: Sequence[str], generations: Sequence[str], use_stemmer: bool,
              field: str) -> np.ndarray:
     _texts(ground_truths, generations)
-    scorer = _scorer(bool(use_stemmer))
-    return np.array([getattr(scorer.score(gt, gen)["rougeL"], field)
+    return np.array([getattr(_rouge_pair(bool(use_stemmer), gt, gen), field)
                      for gt, gen in zip(ground_truths, generations, strict=True)])
 
 

@@ -12,6 +12,7 @@ the evaluation answers, the retain models and the holdout never reach the traine
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -310,14 +311,23 @@ def _mini_job(suite: Suite, variant: Variant, seeds: list[int]) -> Job:
     controls = np.stack([_control_vector(s, int(MODEL["d_model"])) for s in seeds])
     plan = {"seeds": list(seeds), "model": model_config(_fixture_config()).to_json(),
             "benchmark": benchmark}
-    splits = ev.splits(benchmark, c, tok, f, int(suite.settings["relearn_attributes"]),
-                       int(suite.settings["max_new_tokens"]))
+    splits = _splits(benchmark, f, int(suite.settings["relearn_attributes"]),
+                     int(suite.settings["max_new_tokens"]))
     keys = [{"target": t.key, "retain": r.key} for t, r in zip(targets, retains, strict=True)]
     private = Private(splits, [params_of(r.arrays) for r in retains],
                       [params_of(r.arrays) for r in replicas], target_params, keys,
                       _scope(suite, variant, [r.key for r in replicas]))
     return Job([(variant.name, s) for s in seeds],
                _inputs(forget_set, idk, retain_set, target_params, controls), plan, private)
+
+
+@functools.lru_cache(maxsize=8)
+def _splits(benchmark: str, forget: int, relearn_attributes: int,
+            max_new_tokens: int) -> ev.Splits:
+    """The generated corpus's evaluation splits, encoded once per process (every job of a
+    variant judges on the same; nothing writes to them)."""
+    return ev.splits(benchmark, corpus(0), codec(0), forget, relearn_attributes,
+                     max_new_tokens)
 
 
 def _released_jobs(suite: Suite, variant: Variant, seeds: list[int], data_root: str | None,

@@ -2,16 +2,20 @@
 trajectory (every epoch's parameters, recomputed by the judge): TOFU's forget quality and
 model utility, MUSE's memorisation, knowledge and privacy leakage, each against the
 member's target and retain models, the relearning attack, and the trajectories. The
-target's, retain models' and replicas' evaluations are computed once per process."""
+target's, retain models' and replicas' evaluations are computed once per process, and a
+trajectory point whose parameters are bit for bit the previous one's (the target row, a
+frozen diverged member) reuses that evaluation: the same inputs give the same numbers."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 from torch import Tensor, nn
 
 from suites.unlearning import evaluate as ev
@@ -41,7 +45,11 @@ def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
     sp = p.splits
     target, r_target = memo(p, "target", i, lambda: ev.tofu(model, p.targets[i], sp))
     retain, r_retain = memo(p, "retain", i, lambda: ev.tofu(model, p.retain[i], sp))
-    metrics, r_final = ev.tofu(model, trajectory[-1], sp)
+    points = _evaluated([p.targets[i], *trajectory], (target, r_target),
+                        lambda point, last: ev.tofu(model, point, sp,
+                                                    trajectory_point=not last))
+    final, r_final = points[-1]
+    metrics = dict(final)
     fq, ks = mt.forget_quality(r_final, r_retain)
     metrics |= {"forget_quality": fq, "log_forget_quality": float(np.log10(max(fq, 1e-300))),
                 "ks_statistic": ks, "target_utility": target["model_utility"],
@@ -49,20 +57,13 @@ def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
                 "utility_retained": metrics["model_utility"] / target["model_utility"]
                 if target["model_utility"] > 0 else 0.0}
     metrics["score"] = ev.tofu_score(metrics["model_utility"], target["model_utility"], fq)
-    if p.replicas:
-        fqs = [mt.forget_quality(memo(p, "replica", -1 - k, lambda r=r: ev.tofu(
-            model, r, sp, generate_answers=False)[1]), r_retain)[0]
-               for k, r in enumerate(p.replicas)]
+    if p.replicas:  # their forget truth ratios are all the KS test needs
+        fqs = [mt.forget_quality(memo(p, "replica", -1 - k, lambda r=r: ev.truth_ratios(
+            model, r, sp.forget)), r_retain)[0] for k, r in enumerate(p.replicas)]
         metrics["retain_model_fq"] = float(np.median(fqs))
     # trajectories: epoch 0 is the target; utilities need generated answers
     fq_curve, mu_curve, prob_curve = [], [], []
-    for e, point in enumerate([p.targets[i], *trajectory]):
-        if e == 0:
-            m, r = target, r_target
-        elif e == len(trajectory):
-            m, r = metrics, r_final
-        else:
-            m, r = ev.tofu(model, point, sp)
+    for m, r in points:
         fq_curve.append(float(np.log10(max(mt.forget_quality(r, r_retain)[0], 1e-300))))
         mu_curve.append(m["model_utility"])
         prob_curve.append(m["forget_prob"])
@@ -79,7 +80,8 @@ def muse_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
     sp = p.splits
     target = memo(p, "target", i, lambda: ev.muse(model, p.targets[i], sp))
     retain = memo(p, "retain", i, lambda: ev.muse(model, p.retain[i], sp))
-    curve = [target, *(ev.muse(model, point, sp) for point in trajectory)]
+    curve = _evaluated([p.targets[i], *trajectory], target,
+                       lambda point, last: ev.muse(model, point, sp, trajectory_point=not last))
     final = dict(curve[-1])
     metrics = {k: final[k] for k in ("verbmem_forget", "knowmem_forget", "knowmem_retain")}
     metrics["privleak"] = mt.privleak(final["auc"], retain["auc"])
@@ -106,9 +108,36 @@ def _relearning(model: nn.Module, p: Private, i: int, unlearned: dict[str, Tenso
     sp = p.splits
     attacked = ev.relearn(model, unlearned, sp.relearn, steps=int(s["relearn_steps"]),
                           lr=float(s["relearn_lr"]))
-    before, after = measure(model, unlearned, sp), measure(model, attacked, sp)
     at_target = memo(p, "target-held-back", i, lambda: measure(model, p.targets[i], sp))
+    before = at_target if _same(unlearned, p.targets[i]) else measure(model, unlearned, sp)
+    after = measure(model, attacked, sp)
     out = {names[0]: before, names[1]: after}
     if at_target - before > 1e-6:
         out["relearn_recovery"] = (after - before) / (at_target - before)
     return out
+
+
+def _evaluated(points: list[dict[str, Tensor]], first: Any,
+               evaluate: Callable[[dict[str, Tensor], bool], Any]) -> list[Any]:
+    """Each trajectory point's evaluation: ``first`` that of ``points[0]`` (the target's,
+    complete), ``evaluate(point, last)`` the others' (complete for the last, what the
+    curves show before it). A point bit for bit equal to the one before it reuses that
+    one's evaluation, the last only a complete one."""
+    out, complete = [first], [True]
+    for k, (before, point) in enumerate(itertools.pairwise(points), start=1):
+        last = k == len(points) - 1
+        if _same(point, before) and (complete[-1] or not last):
+            out.append(out[-1])
+            complete.append(complete[-1])
+        else:
+            out.append(evaluate(point, last))
+            complete.append(last)
+    return out
+
+
+def _same(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> bool:
+    """The same parameters bit for bit (``torch.equal`` on the bytes: -0.0 is not 0.0)."""
+    return a.keys() == b.keys() and all(
+        x.dtype == b[k].dtype and x.shape == b[k].shape and x.device == b[k].device
+        and torch.equal(x.reshape(-1).view(torch.uint8), b[k].reshape(-1).view(torch.uint8))
+        for k, x in a.items())

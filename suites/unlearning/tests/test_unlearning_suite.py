@@ -110,6 +110,29 @@ def test_cells_repeat_exactly_and_seeds_differ():
     assert pair[0].metrics["forget_prob"] != pair[1].metrics["forget_prob"]
 
 
+def test_an_epoch_equal_to_the_one_before_reuses_its_evaluation_the_last_a_complete_one():
+    # (bench/unlearning_judge.py --smoke checks that the numbers are those of evaluating)
+    import torch
+
+    from suites.unlearning.scoring import _evaluated
+
+    calls = []
+
+    def evaluate(point, last):
+        calls.append(last)
+        return ("complete" if last else "partial", len(calls))
+
+    zeros, ones = {"w": torch.zeros(3)}, {"w": torch.ones(3)}
+    points = [zeros, {"w": torch.zeros(3)}, ones, {"w": torch.ones(3)}]
+    # epoch 1 is the target again: its evaluation; epoch 2 is new: what the curves need;
+    # epoch 3 (the last) equals epoch 2, whose evaluation is not complete: evaluated
+    assert _evaluated(points, ("complete", 0), evaluate) == [
+        ("complete", 0), ("complete", 0), ("partial", 1), ("complete", 2)]
+    assert _evaluated([zeros, zeros, zeros], ("complete", 0), evaluate)[2] == ("complete", 0)
+    assert _evaluated([zeros, {"w": -torch.zeros(3)}], ("complete", 0), evaluate)[1] == (
+        "complete", 3)  # -0.0 is not 0.0 bit for bit: evaluated
+
+
 # --- the sandbox ---------------------------------------------------------------------
 
 
