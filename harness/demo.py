@@ -1,29 +1,19 @@
 """The demo (``harness demo``, ``make demo``): every suite filled with its reference and the
-literature's key contrasts, so that the leaderboard shows the product; ``--full`` runs
-every baseline on every default variant (the full sweep, ``make full``).
+literature's key contrasts (each suite declares them: ``Suite.contrasts``), so that the
+leaderboard shows the product; ``--full`` runs every baseline on every default variant
+(the full sweep, ``make full``). mini-MUSE declares none: its 10 language models take 15
+minutes to build on 2 cores (once per machine), three times the demo's budget.
 
 The contrasts (../shared/PROTOCOLS.md has the sources): noise-robust losses against CE
 under 40–60% label noise; interval-bound training against CE on verified accuracy; focal
 loss and temperature scaling against CE on calibration; TENT against LAME, which never
 updates the model, on streams whose classes are correlated; gradient ascent against the
-losses that also keep the retained data (GradDiff, NPO) on mini-TOFU and mini-MUSE.
+losses that also keep the retained data (GradDiff, NPO) on mini-TOFU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-# GCE and LDR-KL also run on calibration and certified: with CE they are scored on the same
-# three suites, so the home page ranks them against each other across suites
-CONTRASTS: dict[str, tuple[str, ...]] = {
-    "noisy-labels": ("ce", "gce", "ldr_kl"),
-    "calibration": ("ce", "gce", "ldr_kl", "focal3", "temperature"),
-    "certified": ("ce", "gce", "ldr_kl", "ibp"),
-    "tta": ("source", "tent", "lame"),
-    "unlearning-tofu": ("target", "grad_ascent", "grad_diff", "npo"),
-}
-# mini-MUSE is the full sweep's: its 10 language models take 15 minutes to build on
-# 2 cores (once per machine), three times the demo's whole budget
 
 
 def plan(full: bool = False) -> dict[str, tuple[list[str], list[str]]]:
@@ -35,8 +25,8 @@ def plan(full: bool = False) -> dict[str, tuple[list[str], list[str]]]:
     for suite in all_suites():
         if full:
             out[suite.name] = (list(suite.baselines), list(suite.default_variants))
-        elif suite.name in CONTRASTS:
-            out[suite.name] = (list(CONTRASTS[suite.name]), list(suite.ranked_variants))
+        elif suite.contrasts:
+            out[suite.name] = (list(suite.contrasts), list(suite.ranked_variants))
     return out
 
 

@@ -72,6 +72,8 @@ def check(s: Suite) -> None:
             fail(f"held-out variant {v.name!r} needs held_out_of= one of its public variants")
     if not s.baselines or s.baselines[0] != s.reference:
         fail(f"baselines must start with its reference {s.reference!r}")
+    if s.contrasts and s.contrasts[0] != s.reference:
+        fail(f"contrasts must start with its reference {s.reference!r}")
     curve_names = [c.name for c in s.curves]
     if len(set(curve_names)) != len(curve_names):
         fail("curve names repeat")

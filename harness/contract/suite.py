@@ -361,6 +361,10 @@ class Suite:
     # () = every default variant): an objective is ranked once it has min_seeds seeds on
     # each, provisional before.
     ranked: tuple[str, ...] = ()
+    # What ``harness demo`` runs on the ranked variants: the reference first, then the
+    # built-in objectives whose contrast the suite's literature is about; () = the suite is
+    # left to the full sweep (``harness demo --full``).
+    contrasts: tuple[str, ...] = ()
     # The seed streams (``harness.contract.seeding.FACTORS``) the suite's randomness comes from,
     # each with what it draws: a factorial run (``harness run --factorial``) varies them
     # one at a time. Only a suite whose every draw goes through ``harness.contract.seeding`` may

@@ -135,6 +135,9 @@ SUITE = Suite(
                "identity", "temperature", "vector_scaling", "dirichlet_odir",
                "histogram_binning", "isotonic", "spline", "h_calibration"),
     reference="ce",
+    # focal loss and temperature scaling against CE; GCE and LDR-KL as on noisy-labels and
+    # certified, so that the three are scored on the same suites
+    contrasts=("ce", "gce", "ldr_kl", "focal3", "temperature"),
     settings=SETTINGS,
     curves=CURVES,
     reliability=ReliabilitySpec("bin_confidence", "bin_accuracy", "bin_count",

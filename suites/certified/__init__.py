@@ -136,6 +136,9 @@ SUITE = Suite(
     # ``ce`` is the reference and trains naturally here.
     baselines=("ce", "ibp", "ibp_k0", "crown_ibp", "fast_ibp", "pgd_at"),
     reference="ce",
+    # interval-bound training against CE on verified accuracy (and the noise-robust losses,
+    # scored here as on noisy-labels and calibration)
+    contrasts=("ce", "gce", "ldr_kl", "ibp"),
     settings=SETTINGS,
     curves=CURVES,
     scatters=(ScatterSpec(x="clean_acc", y="verified_acc"),),

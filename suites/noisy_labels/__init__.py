@@ -96,6 +96,8 @@ SUITE = Suite(
     # The cross-suite rank's common set: what `make demo` runs (5 seeds each, minutes on
     # 2 cores), so a fresh clone's demo ranks every baseline; a submission runs all seven.
     ranked=("clean", "sym-0.4", "sym-0.6", "asym-0.4"),
+    # the noise-robust losses against CE under 40-60% noise
+    contrasts=("ce", "gce", "ldr_kl"),
     # Every draw goes through harness.contract.seeding: the init and order of the trainer, the noise
     # of noisy_labels(); the split is fixed (a held-out variant draws its own, below).
     seed_streams={"init": "weight initialisation", "order": "data order",

@@ -135,6 +135,8 @@ SUITE = Suite(
     pipeline="suites.tta.pipeline:TestTimeAdaptation",
     baselines=("source", "bn_stats", "tent", "eata", "sar", "shot_im", "pseudo_label", "lame"),
     reference="source",
+    # entropy minimisation (TENT) against LAME, which never updates the model
+    contrasts=("source", "tent", "lame"),
     settings=SETTINGS,
     curves=CURVES,
     # per corruption: the heatmap; per severity: the gradual scenario's own columns

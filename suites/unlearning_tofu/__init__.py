@@ -135,6 +135,8 @@ SUITE = Suite(
     shared_code=("suites.unlearning",),
     baselines=BASELINES,
     reference="target",
+    # gradient ascent against the losses that also keep the retained data
+    contrasts=("target", "grad_ascent", "grad_diff", "npo"),
     settings={**SETTINGS, "benchmark": "tofu"},
     curves=CURVES,
     # the Pareto view; relearning: held-back forget probability before → after the attack
