@@ -196,8 +196,11 @@ class _Plan:
     seeds: list[int]
 
 
-def _train(plans: list[_Plan], factorial: bool, *, device, mode, sandbox, force, workers,
-           data_root, download, row_order_from, progress, say) -> list[list[Any]]:
+def _train(plans: list[_Plan], factorial: bool = False, *, device: str = "cpu",
+           mode: str = "auto", sandbox: bool = False, force: bool = False,
+           workers: int | None = None, data_root: str | None = None, download: bool = False,
+           row_order_from: str | None = None, progress: str | bool = "auto",
+           say: Callable[[str], None] = print) -> list[list[Any]]:
     """Train the cells of every plan not yet stored, under one progress bar; the stored
     versions, per plan and objective."""
     from harness import progress as bars

@@ -37,6 +37,11 @@ SANDBOX_HELP = (
     "your network, the results database)")
 
 
+EPOCHS_HELP = "shorten training for a smoke run (stored as suite version V+eN, apart from "\
+    "real results)"
+WORKERS_HELP = "processes training cell groups at once (default: one per core, $HARNESS_WORKERS)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -65,8 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     suite.add_argument("--mode", choices=("auto", "vmap", "loop"), default="auto",
                        help="seed batching: auto falls back to a loop when vmap fails")
-    suite.add_argument("--epochs", type=int, help="shorten training for a smoke run (stored "
-                       "as suite version V+eN, apart from real results)")
+    suite.add_argument("--epochs", type=int, help=EPOCHS_HELP)
     suite.add_argument("--force", action="store_true", help="rerun cells already stored")
     suite.add_argument("--data-root", help="where real datasets live ($HARNESS_DATA)")
     suite.add_argument("--download", action="store_true",
@@ -78,9 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "that server's sandbox uses for this objective version (its key, "
                             "fetched with $HARNESS_TOKEN), so that `harness submit` can be "
                             "verified to the last bit; needs the network")
-    suite.add_argument("--workers", type=int, metavar="N",
-                       help="processes training cell groups at once (default: one per core, "
-                            "$HARNESS_WORKERS)")
+    suite.add_argument("--workers", type=int, metavar="N", help=WORKERS_HELP)
     suite.set_defaults(func=cmd_run_suite)
 
     prof = verbs.add_parser(
@@ -98,12 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--baselines", action="store_true",
                       help="also run every suite's baselines where not stored, so the ranks "
                            "are among all of them (the default ranks among those stored)")
-    prof.add_argument("--epochs", type=int, help="shorten training for a smoke run (stored "
-                      "as suite version V+eN, apart from real results)")
+    prof.add_argument("--epochs", type=int, help=EPOCHS_HELP)
     prof.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     prof.add_argument("--sandbox", action="store_true", help=SANDBOX_HELP)
-    prof.add_argument("--workers", type=int, metavar="N",
-                      help="processes training cell groups at once (default: one per core)")
+    prof.add_argument("--workers", type=int, metavar="N", help=WORKERS_HELP)
     prof.add_argument("--json", action="store_true", help="print the profile as JSON")
     prof.set_defaults(func=cmd_profile)
 
@@ -115,8 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--full", action="store_true",
                       help="every baseline on every default variant: the full sweep")
     demo.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
-    demo.add_argument("--workers", type=int, metavar="N",
-                      help="processes training cell groups at once (default: one per core)")
+    demo.add_argument("--workers", type=int, metavar="N", help=WORKERS_HELP)
     demo.set_defaults(func=cmd_demo)
 
     ls = verbs.add_parser("ls", help="list suites, variants and built-in objectives")

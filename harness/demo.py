@@ -42,7 +42,5 @@ def run(*, full: bool = False, seeds: int = 5, workers: int | None = None,
     plans = [_Plan(_suite(name, None), names, [load_objective(n) for n in names], variants,
                    seed_list) for name, (names, variants) in chosen.items()]
     setup()
-    versions = _train(plans, False, device="cpu", mode="auto", sandbox=False, force=False,
-                      workers=workers, data_root=None, download=False, row_order_from=None,
-                      progress=progress, say=say)
+    versions = _train(plans, workers=workers, progress=progress, say=say)
     return dict(zip(chosen, versions, strict=True))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import pandas
     import plotly.graph_objects
 
+
 def profile(objective: str | os.PathLike | Callable[..., Any], *,
             suites: Sequence[str] | None = None,
             seeds: int | Iterable[int] = 5, hyperparameters: Mapping[str, Any] | None = None,
@@ -71,8 +72,7 @@ def profile(objective: str | os.PathLike | Callable[..., Any], *,
                            [obj, *(load_objective(n) for n in others)],
                            suite.ranked_variants, seed_list))
     setup()
-    versions = _train(plans, False, device=device, mode=mode, sandbox=sandbox, force=False,
-                      workers=workers, data_root=None, download=False, row_order_from=None,
+    versions = _train(plans, device=device, mode=mode, sandbox=sandbox, workers=workers,
                       progress=progress, say=say)
     from webapp.leaderboard.crosssuite import profile_table
 

@@ -113,12 +113,14 @@ def key(suite: Suite, fixture: Fixture, seed: int | None,
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def stored(suite: Suite, name: str, seed: int | None = None,
-           config: Mapping[str, Any] | None = None, *, directory: Path | None = None) -> bool:
-    """Whether the entry :func:`load` would return is in the store and checks out."""
+def stored_key(suite: Suite, name: str, seed: int | None = None,
+               config: Mapping[str, Any] | None = None, *,
+               directory: Path | None = None) -> str | None:
+    """The key of the entry :func:`load` would return when it is in the store and checks
+    out, else None."""
     fixture = suite.fixture(name)
     k = key(suite, fixture, seed, config)
-    return _read((directory or root()) / suite.name / fixture.name, k) is not None
+    return k if _read((directory or root()) / suite.name / fixture.name, k) is not None else None
 
 
 def load(suite: Suite, name: str, seed: int | None = None,

@@ -44,24 +44,25 @@ def prepare_fixtures(suite: Suite, variants: list[Variant], seeds: list[int], *,
     # the store's folder is resolved here: a worker forked from a fork server started
     # earlier keeps the environment of then
     directory = fixtures.root()
-    missing = [(suite, name, seed, config, where, directory) for name, seed, config in needed
-               if not fixtures.stored(suite, name, seed, config, directory=directory)]
-    ledger.reused += [f"{name}:{seed}" for name, seed, config in needed
-                      if (suite, name, seed, config, where, directory) not in missing]
-    if missing and say is not None:
+    missing = []
+    for name, seed, config in needed:
+        k = fixtures.stored_key(suite, name, seed, config, directory=directory)
+        if k is not None:
+            ledger.reused.append(k)
+        else:
+            missing.append((suite, name, seed, config, where, directory))
+    if not missing:
+        return ledger.summary()
+    if say is not None:
         say(f"{suite.name}: building {len(missing)} fixture{'s' * (len(missing) > 1)} "
             f"({', '.join(sorted({m[1] for m in missing}))}), once per machine: they are "
             f"cached in {directory}")
-    if workers > 1 and len(missing) > 1:
-        from harness.runner.processes import map_in_workers
+    from harness.runner.processes import map_in_workers
 
-        start = time.perf_counter()
-        for built in map_in_workers(_build_fixture, missing, workers=workers):
-            ledger.merge(built)
-        ledger.seconds = time.perf_counter() - start  # wall time, not the workers' sum
-    else:
-        for entry in missing:
-            ledger.merge(_build_fixture(*entry))
+    start = time.perf_counter()
+    for built in map_in_workers(_build_fixture, missing, workers=workers):
+        ledger.merge(built)
+    ledger.seconds = time.perf_counter() - start  # wall time, not the workers' sum
     return ledger.summary()
 
 

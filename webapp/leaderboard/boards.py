@@ -225,7 +225,7 @@ def _build_home(states: list[SuiteState]) -> dict:
                 "is_builtin": r["is_builtin"], "cells": {}, "_scores": {}})
             row["cells"][s.name] = {k: x for k, x in r.items() if k not in (
                 "by_variant", "variant_means", "ranked_seeds")}
-            if r["ranked"] and r.get("ranked_seeds") and all(r["ranked_seeds"].values()):
+            if scorable(r):
                 row["_scores"][s.name] = ranked_scores(r)
     _score(list(rows.values()))
     ordered = sorted(rows.values(), key=lambda r: (
@@ -239,6 +239,12 @@ def _build_home(states: list[SuiteState]) -> dict:
                          "better", "reference", "variants", "anchors", "ranked", "min_seeds")}
                        for s in shown],
             "rows": ordered}
+
+
+def scorable(row: dict) -> bool:
+    """Whether a summary row has a score on its suite: ranked, with a finite normalized
+    score on every seed it needs of every ranked variant."""
+    return bool(row["ranked"] and row.get("ranked_seeds") and all(row["ranked_seeds"].values()))
 
 
 def ranked_scores(row: dict) -> dict[str, np.ndarray]:

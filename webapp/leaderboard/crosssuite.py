@@ -18,12 +18,11 @@ from harness.contract.registry import all_suites
 from harness.contract.suite import Suite
 from harness.report import aggregate
 from harness.report.tables import resolvable
-from webapp.leaderboard.boards import RANK_METHOD, ranked_scores, summaries
+from webapp.leaderboard.boards import RANK_METHOD, ranked_scores, scorable, summaries
 from webapp.leaderboard.lookup import suite_meta
 from webapp.leaderboard.state import states_of
 
-AGGREGATE_RULE = ("Score: " + RANK_METHOD.split("; 95%")[0] + "; 95% stratified bootstrap "
-                  "interval (about 92% coverage at 5 seeds, bench/aggregate_coverage.py)")
+AGGREGATE_RULE = "Score: " + RANK_METHOD
 RANK_RULE = ("rank among the suite's baselines by the suite's score, with its 95% bootstrap "
              "interval; = when the seeds cannot separate it from the best")
 
@@ -83,22 +82,19 @@ def _suite_entry(suite: Suite, summary: dict, mine: dict | None, rows: list[dict
                  improvement_ci_high=None, improvement_seeds=0, verdict=None,
                  resolvable=resolvable(summary_intervals(rows)), score=None, score_low=None,
                  score_high=None, rank=None, rank_low=None, rank_high=None, of=None,
-                 tied=False, seeds={}, band=_band(summary, rows, suite))
+                 tied=False, seeds={}, band=_band(rows, suite))
     if mine is None:
         return entry
-    entry.update(status="scored" if mine["ranked"] and mine.get("ranked_seeds") else
-                 "provisional", improvement=mine["improvement"],
+    entry.update(status="scored" if scorable(mine) else "provisional",
+                 improvement=mine["improvement"],
                  improvement_ci_low=_finite(mine["improvement_ci_low"]),
                  improvement_ci_high=_finite(mine["improvement_ci_high"]),
                  improvement_seeds=mine["improvement_seeds"], verdict=verdict(mine))
     if entry["status"] != "scored":
         return entry
     field = {"__mine__": ranked_scores(mine)}
-    field.update({r["slug"]: ranked_scores(r) for r in rows
-                  if r["is_builtin"] and r["name"] in suite.baselines
-                  and r["label"] == r["name"] and r["slug"] != mine["slug"]
-                  and r["ranked"] and r.get("ranked_seeds")})
-    field = {k: v for k, v in field.items() if _same_coverage(v, field["__mine__"])}
+    field.update({r["slug"]: ranked_scores(r) for r in _baselines(rows, suite)
+                  if r["slug"] != mine["slug"] and scorable(r)})
     placed = aggregate.ranked({k: {suite.name: v} for k, v in field.items()})
     me = next(p for p in placed if p.name == "__mine__")
     best = placed[0].tie_group
@@ -134,22 +130,22 @@ def table_intervals(rows: list[dict]) -> list[tuple[float, float, int]]:
              r["vs_reference"]["n_pairs"]) for r in rows if r.get("vs_reference")]
 
 
-def _band(summary: dict, rows: list[dict], suite: Suite) -> dict:
+def _baselines(rows: list[dict], suite: Suite) -> list[dict]:
+    """The summary rows of the suite's built-in baselines at their defaults."""
+    return [r for r in rows if r["is_builtin"] and r["name"] in suite.baselines
+            and r["label"] == r["name"]]
+
+
+def _band(rows: list[dict], suite: Suite) -> dict:
     """Per ranked variant, the baselines' normalized means: lowest, highest, reference."""
     out = {}
     for variant in suite.ranked_variants:
-        means = {r["name"]: r["by_variant"][variant] for r in rows
-                 if r["is_builtin"] and r["name"] in suite.baselines
-                 and r["label"] == r["name"]
-                 and variant in (r.get("by_variant") or {})}
+        means = {r["name"]: r["by_variant"][variant] for r in _baselines(rows, suite)
+                 if variant in (r.get("by_variant") or {})}
         if means:
             out[variant] = {"low": min(means.values()), "high": max(means.values()),
                             "reference": means.get(suite.reference)}
     return out
-
-
-def _same_coverage(a: dict, b: dict) -> bool:
-    return sorted(a) == sorted(b)
 
 
 def _finite(x: float | None) -> float | None:

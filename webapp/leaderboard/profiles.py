@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -251,7 +252,7 @@ def _suite_page_verdicts(suite: Suite, a: ObjectiveVersion, b: ObjectiveVersion,
     row = next((x for x in summary if x["version_id"] == other.pk), None)
     if row is not None and overall["improvement_variants"] == row["improvement_variants"]:
         overall["distinguishable"] = row["distinguishable"]
-        family = max(family, sum(x["p_value"] is not None and x["p_value"] == x["p_value"]
+        family = max(family, sum(x["p_value"] is not None and math.isfinite(x["p_value"])
                                  for x in summary))
     return family
 
