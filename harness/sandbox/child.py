@@ -101,8 +101,13 @@ def _lock_down(workdir: Path, job: dict) -> None:
     """Every layer the child applies itself, in the order of
     :data:`harness.sandbox.layers.LAYERS` (Landlock, seccomp, then the audit-hook guard),
     as ``job`` asks; or exit: no objective runs without a requested layer."""
-    from harness.sandbox import layers
+    from harness.sandbox import layers, shared_pages
 
+    shared = shared_pages.writable_shared()
+    if shared:  # memory another job could read or lock: serve nothing
+        print(f"sandbox setup failed: writable shared memory inherited: {'; '.join(shared)}",
+              file=sys.stderr, flush=True)
+        os._exit(SETUP_FAILED)
     device = job.get("device", "cpu")
     confinement = layers.Confinement(
         read_roots(workdir, job.get(layers.NAMESPACES.flag, False), device),

@@ -178,7 +178,8 @@ class _Zygote:
         reply = self._receive(timeout=120)
         if not reply or not reply.get("ready"):
             self.close()
-            raise SandboxUnavailable("the sandbox fork server did not start")
+            why = f": {reply['error']}" if reply and reply.get("error") else ""
+            raise SandboxUnavailable(f"the sandbox fork server did not start{why}")
         self.pid = self.pid or int(reply.get("pid", 0))
 
     def alive(self) -> bool:

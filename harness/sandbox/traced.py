@@ -140,6 +140,9 @@ def warm() -> None:
     sandbox's lock-down (the fork server does it once for all its children)."""
     global _warm
     if not _warm:
+        from harness.sandbox.shared_pages import thread_locks_only
+
+        thread_locks_only()  # nothing shared with the jobs forked after this
         export(lambda x: (x * 2).sum(), [["<f4", [2, 2]]])
         _warm = True
 

@@ -46,7 +46,7 @@ import signal
 import socket
 import sys
 
-from harness.sandbox import cgroups, minimal_root
+from harness.sandbox import cgroups, minimal_root, shared_pages
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = (0x00020000, 0x20000000, 0x40000000,
                                                          0x08000000)
@@ -77,6 +77,12 @@ def main() -> None:
     minimal_root.plan("cpu")  # worked out once, here; every job's init only mounts
 
     control = socket.socket(fileno=int(sys.argv[1]))
+    shared = shared_pages.writable_shared()
+    if shared:  # every job forked from here would share these pages with every other
+        control.sendall(json.dumps({"ready": False, "error": (
+            f"the fork server holds writable shared memory, which every job would "
+            f"inherit: {'; '.join(shared)}")}).encode())
+        return
     control.sendall(b'{"ready": true}')
     while True:
         message, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)

@@ -240,6 +240,7 @@ CASES: dict[str, Case] = {
     **variants("digits_labels", ["import", "read"]),
     "inherited_memory_labels": Case(),
     "inherited_memory_labels@kernel": KERNEL,
+    "inherited_shared_pages": KERNEL,
     "sleep_forever": Case(limits={"wall_seconds": 10}),
     **variants("grandchild_outlives", GRANDCHILD_WAYS),
     "grandchild_fork_exec": Case(requires="namespaces"),

@@ -193,6 +193,16 @@ def test_no_labels_are_inherited_in_memory(corpus):
     assert_layers(run, python_guard=False)
 
 
+@needs_kernel
+@attack("inherited_shared_pages")
+def test_no_job_shares_a_writable_page_with_another(corpus):
+    """The fork server's tqdm lock was a semaphore in a shared page that every job mapped:
+    a channel between objectives and a lock one of them could hold against all."""
+    run = corpus.run("inherited_shared_pages")
+    r = assert_scores_as_ce(run, corpus)
+    assert "shared_writable=0" in r.captured, r.captured
+
+
 @pytest.mark.parametrize("case", cases_of("raw_memory_guard"))
 def test_with_the_guard_switched_off_the_kernel_holds(corpus, case):
     """Raw memory (numpy's array interface, an out-of-bounds ctypes pointer) empties the

@@ -404,6 +404,31 @@ def test_a_losss_torch_ops_work_without_executable_memory(mappings):
     assert out["torch.float32"] is True and out["torch.float64"] is True
 
 
+# --- shared pages --------------------------------------------------------------------------------
+
+SHARED_PAGES = textwrap.dedent("""
+    import json, mmap
+    import tqdm
+    from harness.sandbox import shared_pages, traced
+    traced.warm()  # what the fork server does before it forks its first job
+    tqdm.tqdm(total=1, disable=False).close()
+    kept = shared_pages.writable_shared()
+    page = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED)  # what the check must see
+    print(json.dumps([kept, shared_pages.writable_shared()]))
+""")
+
+
+def test_the_fork_server_holds_no_writable_shared_page():
+    """torch.export's tqdm made a semaphore in a shared page that every forked job mapped;
+    the check the fork server and each job run before serving finds such a page."""
+    proc = subprocess.run([sys.executable, "-c", SHARED_PAGES], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    kept, found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert kept == []
+    assert len(found) == 1 and " rw-s " in found[0], found
+
+
 # --- the descriptors a job gets ----------------------------------------------------------------
 
 
