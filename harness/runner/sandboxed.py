@@ -32,6 +32,7 @@ from harness.contract.judging import failed, grouped
 from harness.contract.pipeline import InvalidOutput, Job, Pipeline
 from harness.contract.suite import CellResult, Suite
 from harness.runner.jobs import asked, chunk_jobs, share_of
+from harness.sandbox.launch import SandboxUnavailable
 from harness.sandbox.process import STATUS_OF_REASON, Limits
 from harness.sandbox.remote import LossServers, RemoteError, ServerEnded
 
@@ -88,8 +89,10 @@ def _run_job(steps: Pipeline, suite: Suite, chunk: Chunk, job: Job, code: str, f
             results = steps.judge(suite, job, out, device=device)
         except ObjectiveRuntimeError as exc:
             reason, error = _failure(exc.__cause__ or exc)
-        except (ServerEnded, RemoteError, ValueError) as exc:
-            reason, error = _failure(exc)
+        except SandboxUnavailable:  # no server could start: this machine's, retried
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the objective made the trusted
+            reason, error = _failure(exc)  # side raise is its failure, never a retry
         late = servers.stop()
         if late[0] and not reason:
             reason, error = late

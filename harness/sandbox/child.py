@@ -128,6 +128,7 @@ def _serve(workdir: Path, job: dict) -> None:
 
     from harness.objectives.loading import ObjectiveError, load_objective
     from harness.sandbox.lossproto import frame, nbytes, read_exact, rebuild, split, write_all
+    from harness.train.loop import NO_GRADIENT
 
     def reply(header: dict, payload: list[bytes | memoryview] = ()) -> None:
         # The header goes first and each part unjoined: an output too large to copy is
@@ -170,8 +171,10 @@ def _serve(workdir: Path, job: dict) -> None:
                     name, objective.bind(name))
                 loss = _reduced(hook(*args, **kwargs))
                 wanted = [tensors[i] for i in header["grad"]]
+                if wanted and not loss.requires_grad:
+                    raise ValueError(NO_GRADIENT)
                 grads = (torch.autograd.grad(loss, wanted, allow_unused=True)
-                         if wanted and loss.requires_grad else [None] * len(wanted))
+                         if wanted else [])
             out = [np.float64(loss.detach().double().item()).tobytes()]
             for i, g in zip(header["grad"], grads, strict=True):
                 g = torch.zeros_like(tensors[i]) if g is None else g.detach()

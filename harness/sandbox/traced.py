@@ -109,9 +109,11 @@ class TooLarge(Untraceable):
 # --- in the server ----------------------------------------------------------------------
 
 
-def export(fn: Callable[..., Tensor], leaves: list[tuple[str, list[int]]]
-           ) -> tuple[dict[str, Any], list[bytes]]:
-    """Trace ``fn(*leaves) -> scalar loss`` on synthetic inputs; (header, const bytes)."""
+def export(fn: Callable[..., Tensor], leaves: list[tuple[str, list[int]]], *,
+           check: bool = True) -> tuple[dict[str, Any], list[bytes]]:
+    """Trace ``fn(*leaves) -> scalar loss`` on synthetic inputs; (header, const bytes).
+    ``check`` compares the graph with ``fn`` (:func:`_check_faithful`), which runs
+    autograd's engine: never in a process that forks afterwards."""
     from torch.export import Dim
     from torch.export import export as torch_export
 
@@ -129,7 +131,60 @@ def export(fn: Callable[..., Tensor], leaves: list[tuple[str, list[int]]]
     except Exception as exc:  # noqa: BLE001 - why it cannot be traced, for the record
         raise Untraceable(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
                           if str(exc).strip() else type(exc).__name__) from None
-    return _serialize(program)
+    header, blobs = _serialize(program)
+    if check:
+        _check_faithful(fn, example, Graph(header, b"".join(blobs)))
+    return header, blobs
+
+
+def _check_faithful(fn: Callable[..., Tensor], example: tuple[Tensor, ...],
+                    graph: Graph) -> None:
+    """Refuse a graph that is not the hook: the same loss and the same gradients on the
+    example inputs, and no custom ``autograd.Function`` (torch.export traces its forward and
+    drops its backward, so the worker's autograd would differentiate something else)."""
+    def run(call: Callable[..., Tensor]) -> tuple[Tensor, list[Tensor | None]]:
+        inputs = [t.clone().requires_grad_(t.is_floating_point()) for t in example]
+        loss = call(*inputs)
+        floats = [t for t in inputs if t.requires_grad]
+        if not (isinstance(loss, Tensor) and loss.requires_grad and floats):
+            return loss, []
+        if _custom_function(loss.grad_fn):
+            raise Untraceable("it uses a custom autograd.Function, whose backward a traced "
+                              "graph would not keep")
+        return loss, list(torch.autograd.grad(loss, floats, allow_unused=True))
+
+    with torch.enable_grad():
+        try:  # the graph first: its sizes are checked before it runs (the hook's are not)
+            traced, traced_grads = run(graph)
+        except TooLarge:  # the worker will not run it at these sizes either: per call
+            return
+        except ValueError as exc:
+            raise Untraceable(str(exc)) from None
+        eager, eager_grads = run(fn)
+        if not eager_grads:
+            raise Untraceable("its loss has no gradient with respect to its inputs")
+    same = torch.allclose(traced.detach().double(), eager.detach().double(), rtol=1e-4,
+                          atol=1e-6, equal_nan=True) and len(traced_grads) == len(eager_grads)
+    for a, b in zip(traced_grads, eager_grads, strict=False):
+        a = torch.zeros(()) if a is None else a.detach().double()
+        b = torch.zeros(()) if b is None else b.detach().double()
+        same = same and torch.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True)
+    if not same:
+        raise Untraceable("the traced graph's loss or gradient differs from the hook's own")
+
+
+def _custom_function(node: Any) -> bool:
+    """Whether the autograd graph below ``node`` holds a custom ``autograd.Function``."""
+    seen, stack = set(), [node]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            return True
+        stack.extend(n for n, _ in getattr(node, "next_functions", ()))
+    return False
 
 
 _warm = False
@@ -143,7 +198,8 @@ def warm() -> None:
         from harness.sandbox.shared_pages import thread_locks_only
 
         thread_locks_only()  # nothing shared with the jobs forked after this
-        export(lambda x: (x * 2).sum(), [["<f4", [2, 2]]])
+        # unchecked: the check starts autograd's threads, which a fork cannot take along
+        export(lambda x: (x * 2).sum(), [["<f4", [2, 2]]], check=False)
         _warm = True
 
 
@@ -272,10 +328,15 @@ class Graph:
             raise ValueError(f"the graph takes {self.arity} tensors, got {len(leaves)}")
         key = tuple((tuple(t.shape), t.dtype) for t in leaves)
         if key not in self._checked_shapes:  # sizes first, on meta tensors: no memory used
-            out = self._run([torch.empty(t.shape, dtype=t.dtype, device="meta")
-                             for t in leaves], check=True)
+            with torch.enable_grad():
+                out = self._run([torch.empty(t.shape, dtype=t.dtype, device="meta",
+                                             requires_grad=t.is_floating_point())
+                                 for t in leaves], check=True)
             if not (isinstance(out, Tensor) and out.dim() == 0 and out.is_floating_point()):
                 raise ValueError("the traced hook does not give a scalar loss")
+            if any(t.is_floating_point() for t in leaves) and not out.requires_grad:
+                raise ValueError("the traced hook's loss has no gradient: it does not depend "
+                                 "on its inputs through operations autograd differentiates")
             self._checked_shapes.add(key)
         return self._run(list(leaves), check=False)
 

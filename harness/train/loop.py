@@ -126,7 +126,7 @@ def train_members(
                 alive &= ~newly
             for leaf in leaves:
                 leaf.grad = None
-            torch.where(alive, losses, torch.zeros_like(losses)).sum().backward()
+            _backward(torch.where(alive, losses, torch.zeros_like(losses)).sum())
             for leaf in leaves:  # a loss that does not reach a parameter leaves it be
                 if leaf.grad is None:
                     leaf.grad = torch.zeros_like(leaf)
@@ -219,6 +219,21 @@ def reduce_loss(out: Tensor) -> Tensor:
         raise ValueError(f"the loss must be a scalar or per-sample [B], got shape "
                          f"{tuple(out.shape)}")
     return out.mean() if out.dim() > 0 else out
+
+
+NO_GRADIENT = ("the loss has no gradient: it does not depend on the model's outputs through "
+               "operations autograd can differentiate (detached, or computed outside torch?)")
+
+
+def _backward(total: Tensor) -> None:
+    """Gradients of the members' summed loss; what the objective's graph makes backward
+    raise is the objective's failure, not the trainer's."""
+    if not total.requires_grad:
+        raise ObjectiveRuntimeError(NO_GRADIENT)
+    try:
+        total.backward()
+    except Exception as exc:
+        raise ObjectiveRuntimeError(_describe(exc)) from exc
 
 
 def _vmapped_step(member_loss: MemberLoss) -> Callable[..., Tensor]:

@@ -130,6 +130,26 @@ def test_objective_exception_is_reported_with_cause(data):
     assert "boom at half time" in str(info.value)
 
 
+@pytest.mark.parametrize("body", [
+    "F.cross_entropy(logits.detach(), targets, reduction='none')",  # no gradient at all
+    "_Broken.apply(logits).mean()",  # a backward that raises
+])
+def test_a_loss_whose_backward_fails_is_the_objectives_failure(data, body):
+    objective = _from_source(
+        "import torch\n"
+        "import torch.nn.functional as F\n"
+        "class _Broken(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        return x.sum(-1)\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, grad):\n"
+        "        raise ArithmeticError('no way back')\n"
+        f"def classification_loss(logits, targets):\n    return {body}\n")
+    with pytest.raises(ObjectiveRuntimeError, match="no gradient|no way back"):
+        _run(objective.bind("classification_loss"), data, "loop")
+
+
 NAN_WHEN_SAMPLE0_HAS_LABEL3 = (
     "import torch\n"
     "import torch.nn.functional as F\n"

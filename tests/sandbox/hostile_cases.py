@@ -217,6 +217,8 @@ CASES: dict[str, Case] = {
     "nan_loss": Case(),
     "wrong_shape_loss": Case(),
     "wrong_dtype_loss": Case(),
+    "no_gradient_loss": Case(),
+    "custom_function_ce": Case(),
     "pickle_object_array": Case(),
     "pickle_raw_file": Case(),
     "zip_bomb_outputs": Case(measure_memory=True),

@@ -14,6 +14,7 @@ from tests.sandbox.hostile_cases import (
     SUITE,
     WORKER_GROWTH,
     assert_clear,
+    assert_scores_as_ce,
     attack,
 )
 
@@ -118,3 +119,16 @@ def test_a_wrong_shape_loss_fails_the_objective(corpus):
 @attack("wrong_dtype_loss")
 def test_a_wrong_dtype_loss_fails_the_objective(corpus):
     assert_clear(corpus.run("wrong_dtype_loss"), "failed", "objective", "dtype", "Long")
+
+
+@attack("no_gradient_loss")
+def test_a_loss_without_a_gradient_fails_the_objective(corpus):
+    assert_clear(corpus.run("no_gradient_loss"), "failed", "objective", "no gradient")
+
+
+@attack("custom_function_ce")
+def test_a_custom_autograd_function_is_served_per_call(corpus):
+    run = corpus.run("custom_function_ce")
+    assert_scores_as_ce(run, corpus)
+    served = run.result.info["sandbox"]["served"]["classification_loss"]
+    assert served.startswith("per call") and "autograd.Function" in served, served

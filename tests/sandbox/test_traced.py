@@ -17,6 +17,7 @@ from harness.sandbox.traced import (
     Graph,
     TooLarge,
     Untraceable,
+    _check_faithful,
     export,
 )
 from harness.train import reduce_loss
@@ -141,3 +142,40 @@ def test_a_graph_is_a_pure_function_of_its_inputs():
     first = graph(x, y)
     graph(torch.randn(64, 10) * 100, torch.randint(10, (64,)))
     assert torch.equal(graph(x, y), first)
+
+
+class _CustomSquare(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):  # a straight-through gradient: not the forward's derivative
+        return grad
+
+
+def test_a_custom_autograd_function_is_not_traced():
+    """torch.export keeps a Function's forward and drops its backward: the graph would
+    train on a different gradient, so the hook is served per call."""
+    with pytest.raises(Untraceable, match="custom autograd.Function"):
+        export(lambda x, y: _CustomSquare.apply(x).mean(), SPEC)
+
+
+def test_a_graph_that_is_not_the_hook_is_refused():
+    header, blobs = export(lambda x, y: (x * x).mean(), SPEC)
+    example = (torch.randn(64, 10), torch.zeros(64, dtype=torch.long))
+    with pytest.raises(Untraceable, match="differs from the hook"):
+        _check_faithful(lambda x, y: (x * x * 1.01).mean(), example,
+                        Graph(header, b"".join(blobs)))
+    _check_faithful(lambda x, y: (x * x).mean(), example, Graph(header, b"".join(blobs)))
+
+
+def test_a_loss_without_a_gradient_is_not_traced_nor_run():
+    with pytest.raises(Untraceable, match="no gradient"):
+        export(lambda x, y: x.detach().mean(), SPEC)
+    # a server that sends such a graph anyway: refused before its first real call
+    header, blobs = export(lambda x, y: x.detach().mean(), SPEC, check=False)
+    graph = Graph(header, b"".join(blobs))
+    with pytest.raises(ValueError, match="no gradient"):
+        graph(torch.randn(64, 10, requires_grad=True), torch.zeros(64, dtype=torch.long))
