@@ -45,6 +45,9 @@ MAX_CONST_BYTES = 16 << 20
 MAX_ELEMENTS = 1 << 22  # per intermediate, per member (16 MiB of float32)
 MAX_TOTAL_ELEMENTS = 1 << 24  # every intermediate of a call together, per member (64 MiB)
 MAX_FLOPS = 1 << 31  # multiply-adds of every matrix product of a call together, per member
+# elements every op of a call reads and writes together, per member: the work of a call
+# that is not matrix products (at ~1 ns an element, well under a second)
+MAX_TOUCHED = 1 << 27
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
           "bool": torch.bool, "uint8": torch.uint8}
@@ -344,7 +347,7 @@ class Graph:
         device = leaves[0].device if leaves else torch.device("cpu")
         env: list[Any] = [leaves[i] if kind == "in" else self.consts[i].to(device)
                           for kind, i in self.inputs]
-        totals = [0, 0]  # elements made, multiply-adds
+        totals = [0, 0, 0]  # elements made, multiply-adds, elements touched
         for name, fn, args, kwargs in self.ops:
             if name in NO_OPS:
                 env.append(None)
@@ -359,18 +362,33 @@ class Graph:
 
 
 def _check_size(name: str, args: list[Any], out: Any, totals: list[int]) -> None:
-    """Refuse an op whose result is too big, or after which the call's intermediates or
-    matrix products add up to too much (``totals``: so far, updated)."""
-    for t in out if isinstance(out, tuple | list) else (out,):
-        if not isinstance(t, Tensor):
-            continue
-        if t.numel() > MAX_ELEMENTS:
-            raise TooLarge(f"the traced hook makes a tensor of {t.numel():,} elements "
+    """Refuse an op whose result is too big, or after which the call's intermediates, the
+    elements its ops touch or its matrix products add up to too much (``totals``: so far,
+    updated). An op is sized by what it works on as well as what it returns: a composite
+    op broadcasts its inputs inside the kernel (``cosine_similarity`` of ``[n, 1, d]`` and
+    ``[1, n, d]`` holds ``n·n·d`` elements to return ``n·n``), a reduction reads its whole
+    input to return one number."""
+    outs = [t for t in (out if isinstance(out, tuple | list) else (out,))
+            if isinstance(t, Tensor)]
+    ins = [t for a in args for t in (a if isinstance(a, list | tuple) else (a,))
+           if isinstance(t, Tensor)]
+    made = sum(t.numel() for t in outs)
+    inside = _broadcast_numel(ins)
+    for size in [t.numel() for t in outs] + [inside]:
+        if size > MAX_ELEMENTS:
+            raise TooLarge(f"the traced hook makes a tensor of {size:,} elements "
                            f"(at most {MAX_ELEMENTS:,})")
-        totals[0] += t.numel()
-        if totals[0] > MAX_TOTAL_ELEMENTS:
-            raise TooLarge(f"the traced hook's intermediates add up to {totals[0]:,} "
-                           f"elements (at most {MAX_TOTAL_ELEMENTS:,})")
+    # what the kernel holds besides its result: a broadcast bigger than every input and output
+    if len(ins) > 1 and inside > max([made, *(t.numel() for t in ins)]):
+        made += inside
+    totals[0] += made
+    if totals[0] > MAX_TOTAL_ELEMENTS:
+        raise TooLarge(f"the traced hook's intermediates add up to {totals[0]:,} "
+                       f"elements (at most {MAX_TOTAL_ELEMENTS:,})")
+    totals[2] += sum(t.numel() for t in ins) + max(made, inside)
+    if totals[2] > MAX_TOUCHED:
+        raise TooLarge(f"the traced hook's operations touch {totals[2]:,} elements in a "
+                       f"call (at most {MAX_TOUCHED:,})")
     if name in ("mm.default", "bmm.default", "addmm.default", "matmul.default",
                 "linear.default"):
         left = args[1] if name == "addmm.default" else args[0]
@@ -378,6 +396,17 @@ def _check_size(name: str, args: list[Any], out: Any, totals: list[int]) -> None
         if totals[1] > MAX_FLOPS:
             raise TooLarge(f"the traced hook multiplies matrices at {totals[1]:,} "
                            f"multiply-adds (at most {MAX_FLOPS:,})")
+
+
+def _broadcast_numel(tensors: list[Tensor]) -> int:
+    """Elements of the inputs' common broadcast shape (the largest input where they do not
+    broadcast together, e.g. a matrix product's)."""
+    if not tensors:
+        return 0
+    try:
+        return int(np.prod(torch.broadcast_shapes(*(t.shape for t in tensors)), dtype=np.int64))
+    except RuntimeError:
+        return max(t.numel() for t in tensors)
 
 
 _NP_DTYPES = frozenset({"<f4", "<f8", "<f2", "<i8", "<i4", "|b1", "|u1"})

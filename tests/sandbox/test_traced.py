@@ -179,3 +179,32 @@ def test_a_loss_without_a_gradient_is_not_traced_nor_run():
     graph = Graph(header, b"".join(blobs))
     with pytest.raises(ValueError, match="no gradient"):
         graph(torch.randn(64, 10, requires_grad=True), torch.zeros(64, dtype=torch.long))
+
+
+def test_an_op_is_sized_by_the_broadcast_it_works_on_not_only_its_result():
+    """cosine_similarity of [n, 1, d] and [1, n, d] returns n·n but holds n·n·d inside."""
+    import torch.nn.functional as F
+
+    def similarity(x, y):
+        wide = x.repeat(1, 110)  # [64, 1100]: every result here is at most 64·1100
+        return F.cosine_similarity(wide[:, None, :], wide[None, :, :], dim=-1).mean()
+
+    header, blobs = export(similarity, SPEC, check=False)
+    graph = Graph(header, b"".join(blobs))
+    with pytest.raises(TooLarge, match="makes a tensor of 4,505,600 elements"):
+        graph(torch.randn(64, 10), torch.zeros(64, dtype=torch.long))
+
+
+def test_the_work_of_a_call_is_bounded_even_when_every_result_is_small():
+    """Reductions of one big view return one number each but read all of it."""
+    def sums(x, y):
+        big = x.sum() * torch.ones(2048, 2048)  # 4.2 M elements, under the intermediate bound
+        total = big.sum()
+        for _ in range(40):
+            total = total + big.sum()
+        return total
+
+    header, blobs = export(sums, SPEC, check=False)
+    graph = Graph(header, b"".join(blobs))
+    with pytest.raises(TooLarge, match="touch"):
+        graph(torch.randn(64, 10), torch.zeros(64, dtype=torch.long))

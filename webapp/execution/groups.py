@@ -123,8 +123,9 @@ class GroupRun:
         version = self.version
         device = device or device_for(self.suite, variants)
         with Heartbeat(self.claimed, cells=len(variants) * len(seeds)) as beat:
+            # from a thread of its own: a long call into the trainer must not stop the beat
+            beat.start_thread()
             if version.objective.is_builtin:
-                beat.start_thread()
                 with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
                     path = Path(tmp) / code_filename(version.objective.slug)
                     path.write_text(version.code, encoding="utf-8")

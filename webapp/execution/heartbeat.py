@@ -20,9 +20,10 @@ class Heartbeat:
     """Keeps ``heartbeat_at`` of the claimed cells fresh while they train.
 
     ``beat()`` may be called as often as one likes (the sandbox calls it every few
-    seconds); it writes at most once per ``HARNESS_HEARTBEAT_INTERVAL``. In-process runs
-    start a thread that beats. A failing database only skips beats: the reaper decides
-    staleness, and the fenced writes make a lost claim harmless.
+    seconds); it writes at most once per ``HARNESS_HEARTBEAT_INTERVAL``. Every run also
+    starts a thread that beats, so a call that runs long (a traced graph in the trusted
+    worker) does not look like a lost worker. A failing database only skips beats: the
+    reaper decides staleness, and the fenced writes make a lost claim harmless.
     """
 
     def __init__(self, claim: Mapping[int, int], cells: int = 0):
