@@ -30,17 +30,27 @@ def plan(full: bool = False) -> dict[str, tuple[list[str], list[str]]]:
     return out
 
 
-def run(*, full: bool = False, seeds: int = 5, workers: int | None = None,
+def demo_seeds(suite) -> int:
+    """The demo's seeds on ``suite``: the fewest that give a verdict (``Suite.min_seeds``),
+    or a whole member chunk where a chunk is bigger (it trains whole anyway)."""
+    return max(suite.min_seeds, suite.chunk)
+
+
+def run(*, full: bool = False, seeds: int | None = None, workers: int | None = None,
         progress: str | bool = "auto", say: Callable[[str], None] = print) -> dict[str, list]:
     """Train what the demo needs and is not stored yet, every suite under one progress bar;
-    per suite, the stored versions. Interrupted, the finished groups stay stored."""
+    per suite, the stored versions. ``seeds``: seeds 0..N-1 on every suite; by default 5 with
+    ``full``, else :func:`demo_seeds`. Interrupted, the finished groups stay stored."""
     from harness.api import _Plan, _seed_list, _suite, _train, setup
     from harness.objectives.loading import load_objective
 
     chosen = plan(full)
-    seed_list = _seed_list(seeds)
-    plans = [_Plan(_suite(name, None), names, [load_objective(n) for n in names], variants,
-                   seed_list) for name, (names, variants) in chosen.items()]
+    plans = []
+    for name, (names, variants) in chosen.items():
+        suite = _suite(name, None)
+        count = seeds or (5 if full else demo_seeds(suite))
+        plans.append(_Plan(suite, names, [load_objective(n) for n in names], variants,
+                           _seed_list(count)))
     setup()
     versions = _train(plans, workers=workers, progress=progress, say=say)
     return dict(zip(chosen, versions, strict=True))

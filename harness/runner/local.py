@@ -70,20 +70,27 @@ def group(spec: str, obj, suite, variants: list[str], seeds: list[int], sandboxe
 
 
 def spread(groups: list[tuple], workers: int) -> list[tuple]:
-    """``(label, version, group)`` entries, groups split by variant until every worker has
-    one, biggest first: two processes each batching some members beat one process batching
-    all (bench/dispatch.py). Results do not depend on the split: every cell trains in its
-    own member chunk (harness/contract/chunks.py)."""
-    groups = list(groups)
-    while len(groups) < workers:
-        i = max(range(len(groups)), key=lambda k: len(groups[k][2].variants), default=None)
-        if i is None or len(groups[i][2].variants) < 2:
-            break
-        label, version, g = groups[i]
-        half = len(g.variants) // 2
-        groups[i:i + 1] = [(label, version, replace(g, variants=g.variants[:half])),
-                           (label, version, replace(g, variants=g.variants[half:]))]
-    return groups
+    """``(label, place, group)`` entries as the worker processes take them. With more than
+    one worker, each group is split into one per variant, so that a worker that finishes
+    early takes the next variant instead of idling while another trains an objective's
+    last variants (with whole objectives as groups, the full sweep's suites kept their two
+    workers busy 82–94% of the time), and the groups with the longest time budget
+    (``Resources.wall_seconds`` of their members) go first, so that a run ends on short
+    ones. Two processes each batching some members beat one process batching all
+    (bench/dispatch.py). Results do not depend on the split: every cell trains in its own
+    member chunk (harness/contract/chunks.py)."""
+    if workers <= 1:
+        return list(groups)
+    out = [(label, place, replace(g, variants=(v,)))
+           for label, place, g in groups for v in g.variants]
+    return sorted(out, key=lambda entry: -_budget(entry[2]))  # stable: the plan's order
+
+
+def _budget(group) -> float:
+    from harness.contract.chunks import members_trained
+
+    suite = registry.suite_at(group.suite, group.suite_version)
+    return suite.resources.wall_seconds(members_trained(suite, group.variants, group.seeds))
 
 
 def report_problems(label: str, results, say: Callable[[str], None]) -> None:

@@ -23,6 +23,9 @@ def test_the_demo_fills_every_suite_with_its_reference_and_contrasts():
         assert variants == suite.ranked_variants  # what the home page's score needs
     classification = [s for s, (names, _) in plan.items() if "gce" in names]
     assert sorted(classification) == ["calibration", "certified", "noisy-labels"]  # one group
+    # the fewest seeds with a verdict, a whole chunk where it trains whole anyway
+    seeds = {s.name: demo.demo_seeds(s) for s in all_suites()}
+    assert seeds["unlearning-tofu"] == 3 and seeds["noisy-labels"] == 5
     full = demo.plan(full=True)
     assert all(full[s.name] == (list(s.baselines), s.default_variants) for s in all_suites())
 

@@ -146,3 +146,18 @@ def test_a_suite_declaring_an_empty_chunk_is_refused():
     for bad in (0, -5, 2.5, True):
         with pytest.raises(SuiteError, match="at least 1 seed"):
             replace(SUITE, chunk=bad)
+
+
+def test_a_local_run_hands_its_workers_one_variant_at_a_time_longest_budget_first():
+    from harness.runner.group import Group
+    from harness.runner.local import spread
+
+    noisy = Group("ce", "noisy-labels", "1.0", ("clean", "sym-0.4"), (0, 1, 2, 3, 4))
+    tofu = Group("grad_diff", "unlearning-tofu", "1.0", ("forget05", "forget10"), (0, 1))
+    entries = spread([("ce", None, noisy), ("grad_diff", None, tofu)], workers=2)
+    # noisy-labels: 120 + 10·5 s for a chunk of 5; mini-TOFU: 600 + 120·2 s for 2 seeds
+    assert [(label, g.suite, g.variants) for label, _, g in entries] == [
+        ("grad_diff", "unlearning-tofu", ("forget05",)),
+        ("grad_diff", "unlearning-tofu", ("forget10",)),
+        ("ce", "noisy-labels", ("clean",)), ("ce", "noisy-labels", ("sym-0.4",))]
+    assert spread([("ce", None, noisy)], workers=1) == [("ce", None, noisy)]
