@@ -267,6 +267,9 @@ class Resources:
     base_seconds: float = 120.0
     seconds_per_member: float = 30.0
     memory_mb: int = 16_384  # address space; torch's CUDA build maps several GB at import
+    # every page a run's sandboxed processes hold together, their tmpfs work directories
+    # included (one memory cgroup over theirs); each of them alone at most this too
+    job_memory_mb: int = 4096
     disk_mb: int = 512
     output_kb: int = 64
 

@@ -50,6 +50,10 @@ class Launch:
     channel: tuple[int, int, int] | None = None
     # The limit of the job's memory cgroup (fork mode); None: the RLIMIT_AS value.
     memory_bytes: int | None = None
+    # The processes of one job (a run's loss servers) share a parent memory cgroup, named
+    # ``job`` and limited to ``job_memory_bytes``: their sum is bounded, not only each one.
+    job: str | None = None
+    job_memory_bytes: int | None = None
 
 
 class Running(Protocol):
@@ -111,6 +115,8 @@ class _Exec:
         def apply_rlimits() -> None:  # in the forked child, before exec
             for name, value in rlimits.items():
                 resource.setrlimit(getattr(resource, name), value)
+            with open("/proc/self/oom_score_adj", "w") as f:  # the first the kernel kills
+                f.write("1000")
             if channel:  # replies on 3, the guard's report on 4 (kept: pass_fds)
                 high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in channel[1:]]
                 os.dup2(high[0], 3)
@@ -197,7 +203,8 @@ class _Zygote:
                    "namespaces": spec.namespaces, "device": spec.device,
                    "env": environment(spec.workdir, spec.threads, spec.device),
                    "limits": {k: list(v) for k, v in spec.rlimits.items()},
-                   "memory_bytes": spec.memory_bytes}
+                   "memory_bytes": spec.memory_bytes, "job": spec.job,
+                   "job_memory_bytes": spec.job_memory_bytes}
         try:
             socket.send_fds(self.socket, [json.dumps(request).encode()],
                             [write, *(spec.channel or ())])

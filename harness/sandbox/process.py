@@ -48,6 +48,9 @@ class Limits:
     output_bytes: int  # kept (head) of stdout+stderr; 256× this kills the child
     open_files: int = 256
     processes: int = 256  # threads and processes of one sandboxed process (pids cgroup)
+    # the memory cgroup's limit, of each process and of a job's processes together (None:
+    # memory_bytes, each)
+    job_memory_bytes: int | None = None
 
     @classmethod
     def for_run(cls, suite: Suite, members: int, threads: int) -> Limits:
@@ -55,14 +58,17 @@ class Limits:
         wall = r.wall_seconds(members)
         return cls(wall_seconds=wall, cpu_seconds=int(wall * max(threads, 1)) + 30,
                    memory_bytes=r.memory_mb << 20, disk_bytes=r.disk_mb << 20,
-                   output_bytes=r.output_kb << 10)
+                   output_bytes=r.output_kb << 10, job_memory_bytes=r.job_memory_mb << 20)
 
 
 class Process:
     """A sandboxed ``harness.sandbox.child`` running ``fields["task"]`` on ``code``."""
 
     def __init__(self, fields: dict[str, Any], code: str, filename: str, limits: Limits, *,
-                 threads: int = 1, device: str = "cpu", python_guard: bool = True) -> None:
+                 threads: int = 1, device: str = "cpu", python_guard: bool = True,
+                 job: str | None = None) -> None:
+        """``job`` names the processes whose memory is bounded together
+        (``limits.job_memory_bytes``): one run's loss servers."""
         support = isolation_support()
         if os.environ.get("HARNESS_SANDBOX_STRICT", "") == "1":
             problem = layers.strict_problem(support, os.environ.get("HARNESS_SANDBOX_MODE"))
@@ -89,7 +95,10 @@ class Process:
             if self.uid is not None:
                 _chown_tree(self.workdir, self.uid)
             spec = launcher.Launch(self.workdir, _rlimits(limits), self.uid,
-                                   support["namespaces"], threads, device, channel=child_ends)
+                                   support["namespaces"], threads, device, channel=child_ends,
+                                   memory_bytes=limits.job_memory_bytes,
+                                   job=job if limits.job_memory_bytes else None,
+                                   job_memory_bytes=limits.job_memory_bytes)
             self.running = launcher.launch(spec)
         except BaseException:
             for fd in (*child_ends, self.requests, self.replies, report):

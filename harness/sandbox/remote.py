@@ -28,6 +28,7 @@ import os
 import secrets
 import select
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -98,11 +99,13 @@ class LossServers:
         self.declared: dict[str, Any] = {}
         self.served: dict[str, str] = {}  # per hook: "graph", or why it is served per call
         fields = {"task": "serve", "hyperparameters": dict(hyperparameters)}
+        job = f"job-{uuid.uuid4().hex}"  # their memory, bounded together
         try:  # started side by side (each from its own fork server)
             failures: list[BaseException] = []
             with ThreadPoolExecutor(max_workers=min(members, 8)) as pool:
                 futures = [pool.submit(Process, fields, code, filename, limits, threads=1,
-                                       python_guard=python_guard) for _ in range(members)]
+                                       python_guard=python_guard, job=job)
+                           for _ in range(members)]
                 for future in futures:  # the loss is small: one thread, on the CPU
                     try:
                         self.processes.append(future.result())

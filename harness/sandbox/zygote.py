@@ -113,6 +113,7 @@ def main() -> None:
         wait_status, usage = _wait(middle, control, request["workdir"])
         for path in dict.fromkeys(p for p in groups.values() if p):
             cgroups.remove(path)
+            cgroups.remove_job(path)
         with os.fdopen(status_read, "rb") as f:
             reported = f.read(200).decode(errors="replace").strip().splitlines()
         control.sendall(json.dumps({
@@ -169,6 +170,8 @@ def _middle(request: dict, fds: list[int], status_fd: int, groups: dict) -> None
     try:
         os.setsid()
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        with open("/proc/self/oom_score_adj", "w") as f:  # the first the kernel kills
+            f.write("1000")
         for path in dict.fromkeys(p for p in groups.values() if p):
             # every process and thread of the job counts against pids.max; every page it
             # (or its tmpfs) uses against the memory limit

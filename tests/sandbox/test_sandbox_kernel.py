@@ -80,7 +80,8 @@ class Job:
 
     def __init__(self, code: str, *, disk: int = 64 * MiB, memory: int = 16 << 30,
                  memory_bytes: int | None = None, guard: bool = False, landlock: bool = True,
-                 seccomp: bool = True, channel: bool = False, mode: str = "fork") -> None:
+                 seccomp: bool = True, channel: bool = False, mode: str = "fork",
+                 job: str | None = None) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="harness-sandbox-"))
         (self.workdir / "tmp").mkdir()
         (self.workdir / "attack.py").write_text(code)
@@ -104,6 +105,8 @@ class Job:
         os.environ["HARNESS_SANDBOX_MODE"] = mode
         try:
             extra = {"memory_bytes": memory_bytes} if memory_bytes is not None else {}
+            if job:  # one of a job's processes: their memory bounded together
+                extra.update(job=job, job_memory_bytes=memory_bytes)
             self.running = sandbox_launch.launch(Launch(
                 self.workdir, rlimits, None, NAMESPACES, 1, "cpu", channel=theirs, **extra))
         finally:
@@ -285,6 +288,26 @@ def test_the_memory_cgroup_stops_what_the_address_space_limit_allows():
     assert "done" not in text
     assert held and max(held) <= (limit >> 20) + 32, held
     assert job.running.memory_cgroup is True
+
+
+@needs_memory_cgroup
+def test_a_jobs_processes_share_one_memory_budget():
+    """Each of a job's loss servers may hold up to the budget, all of them together no more:
+    a first one holds 160 of 256 MiB and waits, a second one keeps allocating. The kernel
+    kills within the job (the larger first) whenever the two together reach the budget;
+    with a budget each, the first would wait out its minute untouched."""
+    limit = 256 * MiB
+    job = f"job-{uuid.uuid4().hex}"
+    with Job(attack("memory_touch", bound=160 * MiB, hold=60), memory_bytes=limit,
+             job=job) as holder:
+        holder.wait_for("holding")
+        # the first processes the kernel kills when the machine runs out (the job's too)
+        assert Path(f"/proc/{holder.running.pid}/oom_score_adj").read_text().strip() == "1000"
+        with Job(attack("memory_touch", bound=1 << 30), memory_bytes=limit, job=job) as other:
+            assert other.wait() == -9, other.text[-2000:]
+        assert holder.wait(timeout=10) == -9, holder.text[-2000:]  # long before its minute
+    held = [int(n) for n in re.findall(r"held (\d+) MiB", other.text)]
+    assert held and max(held) <= (limit >> 20), held
 
 
 # --- the minimal root -----------------------------------------------------------------------
