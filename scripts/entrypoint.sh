@@ -93,10 +93,14 @@ case "$cmd" in
       [ "$HARNESS_TORCH_THREADS" -ge 1 ] || HARNESS_TORCH_THREADS=1
     fi
     export HARNESS_TORCH_THREADS
+    # A GPU task runs in a fresh pool process: a device-side assert poisons the CUDA context
+    # of the process it happens in, and that must not fail the next task.
+    fresh=()
+    case ",$(queues)," in *,gpu,*) fresh=(--max-tasks-per-child 1) ;; esac
     echo "entrypoint: worker on queues $(queues), concurrency $concurrency," \
       "$HARNESS_TORCH_THREADS torch threads per process" >&2
     exec "$PYTHON" -m celery -A tasks --workdir "$APP_DIR" worker --queues "$(queues)" \
-      --concurrency "$concurrency" --loglevel INFO --hostname "$(node_name)" "$@"
+      --concurrency "$concurrency" --loglevel INFO --hostname "$(node_name)" "${fresh[@]}" "$@"
     ;;
   migrate)
     wait_for_database

@@ -384,8 +384,13 @@ def test_worker_command_line(entry_env, tmp_path, concurrency):
     threads, *argv = done.stdout.splitlines()
     assert threads == f"threads={cpu_share(concurrency)}"
     node = f"gpu@{socket.gethostname()}"
+    # a GPU task in a fresh pool process: a device-side assert poisons its CUDA context
     assert argv == ["-A", "tasks", "--workdir", str(REPO), "worker", "--queues", "gpu",
-                    "--concurrency", str(concurrency), "--loglevel", "INFO", "--hostname", node]
+                    "--concurrency", str(concurrency), "--loglevel", "INFO", "--hostname", node,
+                    "--max-tasks-per-child", "1"]
+    if concurrency == 1:  # a CPU worker's processes live on
+        cpu = entry("worker", env={**entry_env, "HARNESS_QUEUES": "cpu"})
+        assert "--max-tasks-per-child" not in cpu.stdout.splitlines()
     if concurrency == 2:  # an explicit share wins (whatever the concurrency: checked once)
         entry_env["HARNESS_TORCH_THREADS"] = "3"
         assert entry("worker", env=entry_env).stdout.startswith("threads=3\n")
