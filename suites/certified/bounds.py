@@ -346,9 +346,15 @@ def _backward(layers: list, params: Params, a: Tensor, pre: Mapping[int, Box],
     that strided convolutions round away), so ``a`` stays dense but no unfolded matrix is built.
     """
     c = a.new_zeros(a.shape[:2])
-    for i in range(len(layers) - 1, -1, -1):
+    i = len(layers) - 1
+    while i >= 0:
         name, layer = layers[i]
         w = _weights(layer, name, params)
+        if isinstance(layer, nn.ReLU) and len(a) == 1 and i > 0 \
+                and isinstance(layers[i - 1][1], nn.Linear):
+            a, c = _relu_linear(a, c, pre[i], _weights(layers[i - 1][1], layers[i - 1][0], params))
+            i -= 2
+            continue
         if isinstance(layer, nn.ReLU):
             low_slope, up_slope, up_icpt = _relu_relaxation(*pre[i])
             a = a.expand(len(up_icpt), *a.shape[1:])  # a batch of 1 up to the first ReLU
@@ -376,7 +382,30 @@ def _backward(layers: list, params: Params, a: Tensor, pre: Mapping[int, Box],
             scale, shift = _bn_affine(w, a.dim() - 1)
             c = c + (a * shift).flatten(2).sum(-1)
             a = a * scale
+        i -= 1
     return a, c
+
+
+def _relu_linear(a: Tensor, c: Tensor, box: Box, w: Mapping) -> tuple[Tensor, Tensor]:
+    """A ReLU and the Linear before it, substituted at once for an input-independent ``a``
+    ([1, K, n]): ``(a⁺ diag(low) + a⁻ diag(up)) W = [a⁺ a⁻] · [low ⊙ W; up ⊙ W]``.
+
+    The per-input rows scale W ([B, n, m]) rather than ``a`` ([B, K, n]), so the [B, K, n]
+    coefficients of the two-step path are never built: for intermediate bounds (K = 2n rows)
+    that tensor is the pass's largest and its elementwise work the bulk of its time.
+    """
+    low_slope, up_slope, up_icpt = (t.flatten(1) for t in _relu_relaxation(*box))
+    a = a.flatten(2)[0]
+    stacked = torch.cat([a.clamp(min=0), a.clamp(max=0)], dim=1)  # [K, 2n]
+    slopes = torch.cat([low_slope, up_slope], dim=1)  # [B, 2n]
+    c = c + up_icpt @ a.clamp(max=0).T
+    if w["bias"] is not None:
+        c = c + (slopes * w["bias"].repeat(2)) @ stacked.T
+    # one [B·m, 2n] × [2n, K] GEMM: a broadcast [K, 2n] @ [B, 2n, m] would copy a per input
+    weight_t = w["weight"].T.repeat(1, 2)  # [m, 2n]
+    scaled_t = slopes.unsqueeze(1) * weight_t.unsqueeze(0)  # [B, m, 2n]
+    out = (scaled_t.flatten(0, 1) @ stacked.T).reshape(len(slopes), -1, len(stacked))
+    return out.transpose(1, 2), c
 
 
 def _per_channel(value: float | Tensor, x: Tensor) -> Tensor:

@@ -13,7 +13,12 @@ whatever the epochs.
 Bit-exact numbers hold per kind of CPU (AVX2, AVX-512 and AMX reduce floats in different
 orders): ``machines`` in the pinned file holds a set per CPU fingerprint
 (tests/pin_machine.py, run from the commit being pinned); a machine with no set of its own
-is compared with the original set."""
+is compared with the original set.
+
+One metric is compared to a relative 1e-6 instead: ``crown_gap``, the mean of CROWN's float
+margins, whose summation order is an implementation detail of the bound computation (the
+fused ReLU-and-Linear substitution of the intermediate bounds moved it by ~1e-7 relative and
+nothing else); whether a sample is verified is still pinned exactly."""
 
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ def _pinned() -> list[dict]:
 
 
 PINNED = _pinned()
+REASSOCIATED = {"crown_gap"}  # float means whose reduction order the bound code may change
 
 
 @pytest.fixture
@@ -55,5 +61,6 @@ def test_pinned_results_unchanged(suite_name, epochs, objective, one_thread):
         where = f"{objective} {cell['variant']} seed {cell['seed']}"
         assert r.status == cell["status"], where
         assert r.info.get("mode") == cell["mode"], where
-        assert r.metrics == cell["metrics"], where
+        assert r.metrics == {k: pytest.approx(v, rel=1e-6) if k in REASSOCIATED else v
+                             for k, v in cell["metrics"].items()}, where
         assert r.curves == cell["curves"], where
