@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from harness.contract import memo
 from suites.unlearning import decode
 from suites.unlearning import evaluate as ev
 from suites.unlearning import fixtures as fx
@@ -195,7 +196,7 @@ def tofu_member_before(model: nn.Module, p: Any, i: int, trajectory: list[dict[s
                 if target["model_utility"] > 0 else 0.0}
     metrics["score"] = ev.tofu_score(metrics["model_utility"], target["model_utility"], fq)
     if p.replicas:
-        fqs = [mt.forget_quality(_memo(p, "replica", -1 - k, lambda r=r: _tofu(
+        fqs = [mt.forget_quality(_memo(p, f"replica {k}", -1, lambda r=r: _tofu(
             model, r, sp, generate_answers=False)[1]), r_retain)[0]
                for k, r in enumerate(p.replicas)]
         metrics["retain_model_fq"] = float(np.median(fqs))
@@ -324,7 +325,7 @@ def _clear(memos: bool) -> None:
     mt._rouge_pair.cache_clear()
     mt._scorer.cache_clear()
     if memos:
-        sc.EVALUATED.clear()
+        memo.clear_local()
         _EVALUATED.clear()
 
 

@@ -8,7 +8,8 @@ as the Celery workers do. Workers train and judge; the parent stores (one writer
 
 Workers are forked from a fork server that has torch imported, with one torch thread
 each, so numbers never depend on how many run at once. With one worker, or one group,
-everything runs in this process.
+everything runs in this process. A run's workers share the work their groups have in common
+(:mod:`harness.contract.memo`) through a private directory that lives as long as the run.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import contextlib
 import multiprocessing
 import os
 import select
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -61,6 +64,7 @@ def run_groups(groups: list[Group], *, workers: int, options: Mapping[str, Any],
     context.set_forkserver_preload(PRELOAD)
     messages = context.Queue()
     pids: list[int] = []
+    memo = tempfile.mkdtemp(prefix="harness-run-")  # the groups' shared work (contract.memo)
 
     def listen() -> None:
         while (item := messages.get()) is not None:
@@ -73,7 +77,8 @@ def run_groups(groups: list[Group], *, workers: int, options: Mapping[str, Any],
     listener = threading.Thread(target=listen, name="harness-progress", daemon=True)
     listener.start()
     pool = ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=context,
-                               initializer=_start_worker, initargs=(messages, threads, os.getpid()))
+                               initializer=_start_worker,
+                               initargs=(messages, threads, os.getpid(), memo))
     try:
         pending = {pool.submit(_worker_group, i, group, dict(options)): group
                    for i, group in enumerate(groups)}
@@ -93,6 +98,7 @@ def run_groups(groups: list[Group], *, workers: int, options: Mapping[str, Any],
     finally:
         messages.put(None)
         listener.join(timeout=5)
+        shutil.rmtree(memo, ignore_errors=True)
 
 
 def map_in_workers(fn: Callable[..., Any], calls: list[tuple], *, workers: int) -> list[Any]:
@@ -123,11 +129,15 @@ def map_in_workers(fn: Callable[..., Any], calls: list[tuple], *, workers: int) 
 _MESSAGES: Any = None
 
 
-def _start_worker(messages: Any, threads: int, parent: int) -> None:
+def _start_worker(messages: Any, threads: int, parent: int, memo: str = "") -> None:
     import torch
+
+    from harness.contract import memo as shared
 
     global _MESSAGES
     _MESSAGES = messages
+    if memo:
+        os.environ[shared.ENV] = memo
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt ends
     _exit_with(parent)
     torch.set_num_threads(threads)

@@ -3,7 +3,8 @@
 All seeds of one data set train together as members of one seed-batched run. A
 training objective trains with its ``classification_loss``; an objective with only a
 ``posthoc_calibration`` trains as the reference does (CE: the same init and data order,
-so the same weights as ``ce``) and its calibrator then maps each member's validation and
+so the same weights as ``ce``: trained once per run, :mod:`harness.contract.memo`) and its
+calibrator then maps each member's validation and
 test logits to test probabilities. The judge checks the returned weights, recomputes a
 training objective's logits from them or checks a calibrator's probabilities, and
 computes every metric.
@@ -11,6 +12,8 @@ computes every metric.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,6 +22,7 @@ import torch
 
 from harness.contract import seeding
 from harness.contract.judging import Failure, cell_results
+from harness.contract.memo import once
 from harness.contract.outputs import check_array, diverged_in, diverged_out, params_in, params_out
 from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.reliability import reliability_curves
@@ -28,6 +32,7 @@ from harness.objectives.loading import LoadedObjective, load_objective
 from harness.train import (
     Shuffled,
     TrainConfig,
+    TrainResult,
     classification_member_loss,
     each_member,
     logits,
@@ -75,11 +80,24 @@ class Calibration(Pipeline):
         loss = trains.bind(LOSS)
         init = stacked_init(model, seeds)  # on the CPU: the same init whatever the device
         model = model.to(device)
-        trained = train_members(
-            classification_member_loss(model, loss), init,
-            Shuffled(seeds, config.batch_size, config.epochs, shared={"x": x_train},
-                     own={"y": torch.from_numpy(np.ascontiguousarray(inputs["labels"]))}),
-            config, mode=mode, device=device, cells_done=progress)
+        labels = np.ascontiguousarray(inputs["labels"])
+        fitted = []
+
+        def fit() -> TrainResult:
+            fitted.append(True)
+            return train_members(
+                classification_member_loss(model, loss), init,
+                Shuffled(seeds, config.batch_size, config.epochs, shared={"x": x_train},
+                         own={"y": torch.from_numpy(labels)}),
+                config, mode=mode, device=device, cells_done=progress)
+
+        if trains.origin != "builtin":
+            trained = fit()
+        else:  # the reference's group and every calibrator's train the same weights: once
+            trained = once(_training_key(suite, trains, seeds, inputs["x_train"], labels, mode,
+                                         device), fit)
+            if not fitted and progress is not None:
+                progress(float(len(seeds)))
         arrays = params_out(trained.params)
         arrays.update({"loss_curve": trained.loss_curve.numpy(),
                        "diverged_step": diverged_out(trained.diverged_step)})
@@ -174,6 +192,17 @@ def reliability(probs: np.ndarray, labels: np.ndarray,
     conf, hits = probs.max(axis=1), (probs.argmax(axis=1) == labels).astype(float)
     return reliability_curves(SUITE.reliability, conf, hits, cal.equal_width_bins(conf, bins),
                               bins)
+
+
+def _training_key(suite: Suite, trains: LoadedObjective, seeds: list[int], x_train: np.ndarray,
+                  labels: np.ndarray, mode: str, device: str) -> str:
+    """What a built-in's training here depends on: the suite version (settings, model), the
+    objective's code and hyperparameters, the members' seeds and the data, byte for byte."""
+    data = hashlib.sha256(np.ascontiguousarray(x_train).tobytes())
+    data.update(labels.tobytes())
+    return json.dumps(["calibration-training", suite.name, suite.version, trains.version_key,
+                       seeds, data.hexdigest(), mode, device, sorted(suite.settings.items())],
+                      default=str)
 
 
 def model_for(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:

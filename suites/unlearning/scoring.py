@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from harness.contract.memo import once
 from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
 
@@ -25,19 +25,12 @@ if TYPE_CHECKING:
     from suites.unlearning.pipeline import Private
 
 
-EVALUATED: OrderedDict[tuple, Any] = OrderedDict()  # across runs: every objective's cells
-# start from the same target and retain models, evaluated once per process
-
-
-def memo(p: Private, what: str, i: int, compute: Callable[[], Any]) -> Any:
-    """``compute()`` for the target, retain or a replica model of member ``i``, once per
-    fixture entry and evaluation setting in this process."""
-    key = (p.scope, what, json.dumps(p.fixtures[i] if i >= 0 else None, sort_keys=True))
-    if key not in EVALUATED:
-        EVALUATED[key] = compute()
-        while len(EVALUATED) > 512:
-            EVALUATED.popitem(last=False)
-    return EVALUATED[key]
+def memo(p: Private, what: str, i: int | None, compute: Callable[[], Any]) -> Any:
+    """``compute()`` for the target or retain model of member ``i`` (``None``: a model the
+    scope names, a replica), once per fixture entry and evaluation setting in a run: every
+    objective's cells start from the same models (:func:`harness.contract.memo.once`)."""
+    return once(json.dumps(["unlearning-evaluation", p.scope, what,
+                            None if i is None else p.fixtures[i]], sort_keys=True), compute)
 
 
 def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str, Tensor]],
@@ -58,7 +51,7 @@ def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
                 if target["model_utility"] > 0 else 0.0}
     metrics["score"] = ev.tofu_score(metrics["model_utility"], target["model_utility"], fq)
     if p.replicas:  # their forget truth ratios are all the KS test needs
-        fqs = [mt.forget_quality(memo(p, "replica", -1 - k, lambda r=r: ev.truth_ratios(
+        fqs = [mt.forget_quality(memo(p, f"replica {k}", None, lambda r=r: ev.truth_ratios(
             model, r, sp.forget)), r_retain)[0] for k, r in enumerate(p.replicas)]
         metrics["retain_model_fq"] = float(np.median(fqs))
     # trajectories: epoch 0 is the target; utilities need generated answers
