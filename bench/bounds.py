@@ -7,7 +7,8 @@ Workload: the certified suite's MLP 64-128-128-10 on digits in [0, 1] (and a sma
 1. speed      per method: ms per 1k inputs per seed for one seed alone, for a per-seed loop over
               the 5 seeds, and for ``vmap`` over the 5 stacked seeds (shared inputs); the ratio
               loop / vmap. Also a training-shaped step (value and gradient of the robust CE on a
-              batch of 64, per seed) for IBP and CROWN-IBP.
+              batch of 64, per seed) for IBP and CROWN-IBP; and full CROWN with the intermediate
+              bounds' ReLU and Linear substituted at once against the two-step substitution.
 2. tightness  mean lower bound of the margins z_y − z_j (j ≠ y) on the 297 test digits, the mean
               gap to the smallest margin a 20-step PGD finds (≥ 0; smaller is tighter) and the
               verified fraction, on a randomly initialised, a CE-trained and an IBP-trained MLP.
@@ -179,6 +180,28 @@ def speed(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_x
     return rows
 
 
+def fusion(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor, quiet: float) -> dict:
+    """Full CROWN over the stacked seeds with the intermediate bounds' ReLU and Linear
+    substituted at once (``bounds.FUSE_RELU_LINEAR``, the default) against the two-step
+    substitution that builds [B, 2n, n] coefficients: the same bounds, timed in one run."""
+    params = stacked(model, SEEDS)
+    batched = vmap(lambda p: METHODS["crown"](model, p, x, y))
+
+    def run(fused: bool):
+        bounds.FUSE_RELU_LINEAR = fused
+        try:
+            return batched(params)
+        finally:
+            bounds.FUSE_RELU_LINEAR = True
+
+    with torch.no_grad():
+        gap = float((run(True) - run(False)).abs().max())
+        t, others = timed({"fused": lambda: run(True), "two-step": lambda: run(False)}, quiet)
+    return {"model": name, "batch": len(x), "fused_ms": t["fused"] * 1e3,
+            "two_step_ms": t["two-step"] * 1e3, "two_step_over_fused": t["two-step"] / t["fused"],
+            "max_abs_difference": gap, "others_cpu": others}
+
+
 def _row(model: str, method: str, inputs: int, t: dict, others: float) -> dict:
     per_1k = 1e6 / inputs  # seconds per call -> ms per 1k inputs
     return {"model": model, "method": method, "batch": inputs, "one_seed_ms": t["one"] * per_1k,
@@ -290,6 +313,8 @@ def speed_section(args, report: dict, x_tr, y_tr, idx) -> None:
         speed_rows += speed("cnn c16-c32s2-fc100", small_cnn(), img(x1k), y1k,
                             img(x_tr[idx]), y_tr[idx], crown_inputs=20, quiet=args.quiet_wait)
     report["speed"] = speed_rows
+    report["crown_fusion"] = fused = [fusion("mlp 64-128-128-10", the_mlp, x1k, y1k,
+                                             args.quiet_wait)]
     print(f"speed: ε={EPS}, {SEEDS} stacked seeds, {args.threads} threads, ms per 1k inputs "
           "per seed (crown on the CNN timed on 20 inputs and scaled)")
     print(f"{'model':22s} {'method':15s} {'batch':>5s} {'1 seed':>9s} {'loop':>9s} "
@@ -298,6 +323,11 @@ def speed_section(args, report: dict, x_tr, y_tr, idx) -> None:
         print(f"{r['model']:22s} {r['method']:15s} {r['batch']:5d} {r['one_seed_ms']:9.2f} "
               f"{r['loop_ms']:9.2f} {r['vmap_ms']:9.2f} {r['loop_over_vmap']:9.2f} "
               f"{r['others_cpu']:6.0%}")
+    for r in fused:
+        print(f"full CROWN, {SEEDS} stacked seeds × {r['batch']} inputs ({r['model']}): "
+              f"fused ReLU+Linear {r['fused_ms']:.0f} ms, two-step {r['two_step_ms']:.0f} ms: "
+              f"{r['two_step_over_fused']:.2f}× (bounds differ by ≤ {r['max_abs_difference']:.1e}; "
+              f"others {r['others_cpu']:.0%})")
 
 
 def tightness_section(report: dict, x_tr, y_tr, x_te, y_te) -> None:

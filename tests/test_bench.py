@@ -48,6 +48,7 @@ def test_bounds_smoke(tmp_path):
     _bench("bounds.py", "--smoke", "--threads", "1", "--json", str(report))
     data = json.loads(report.read_text())
     assert {r["method"] for r in data["speed"]} >= {"ibp", "crown", "ibp+grad"}
+    assert data["crown_fusion"][0]["max_abs_difference"] < 1e-3  # the same bounds, both ways
     assert data["tightness"]
 
 

@@ -336,6 +336,9 @@ def _relu_relaxation(lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor, Tens
     return low_slope, up_slope, up_icpt
 
 
+FUSE_RELU_LINEAR = True  # off: the two-step substitution (bench/bounds.py and a test compare)
+
+
 def _backward(layers: list, params: Params, a: Tensor, pre: Mapping[int, Box],
               shapes: list) -> tuple[Tensor, Tensor]:
     """Substitute ``a · out`` ([B, K, *out shape]) back through ``layers`` to ``a' · in + c``.
@@ -350,7 +353,7 @@ def _backward(layers: list, params: Params, a: Tensor, pre: Mapping[int, Box],
     while i >= 0:
         name, layer = layers[i]
         w = _weights(layer, name, params)
-        if isinstance(layer, nn.ReLU) and len(a) == 1 and i > 0 \
+        if FUSE_RELU_LINEAR and isinstance(layer, nn.ReLU) and len(a) == 1 and i > 0 \
                 and isinstance(layers[i - 1][1], nn.Linear):
             a, c = _relu_linear(a, c, pre[i], _weights(layers[i - 1][1], layers[i - 1][0], params))
             i -= 2

@@ -481,3 +481,20 @@ def test_ibp_elision_is_tighter_than_logit_intervals():
     naive = lo.gather(1, y[:, None]) - hi
     naive = naive.scatter(1, y[:, None], 0.0)
     assert (fast >= naive - 1e-12).all() and (fast > naive + 1e-6).any()
+
+
+def test_fused_relu_linear_substitution_equals_the_two_step_one(monkeypatch):
+    """ReLU and Linear substituted at once (every intermediate bound) = the two-step way, to
+    float64 rounding; with a bias-free Linear after a Flatten too."""
+    torch.manual_seed(0)
+    flat = nn.Sequential(nn.Flatten(), nn.Linear(12, 20, bias=False), nn.ReLU(),
+                         nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 5)).double()
+    for model, shape in [(random_mlp((8, 30, 30, 30, 4), 3), (8,)), (flat, (3, 4))]:
+        x = torch.rand(16, *shape, dtype=F64)
+        p, lo, hi, y, both = params_of(model), *bounds.input_box(x, 0.1), model(x).argmax(-1), []
+        for fused in (True, False):
+            monkeypatch.setattr(bounds, "FUSE_RELU_LINEAR", fused)
+            both.append([bounds.crown_margins(model, p, x, 0.1, y), *itertools.chain(
+                *bounds.preactivation_bounds(model, p, lo, hi, method="crown"))])
+        for got, want in zip(*both, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
