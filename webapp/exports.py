@@ -2,10 +2,12 @@
 booktabs LaTeX table. Pure functions over :func:`webapp.leaderboard.variant_table`
 payloads; no queries.
 
-CSV holds plain numbers in the metric's stored unit (fractions for percents) with the
-metric's direction in a column; ``improvement_vs_ref`` is positive when the objective is
-better than the reference, whatever the direction. LaTeX shows each metric as the pages
-do (percents ×100) and says which way is better in the caption."""
+CSV holds plain numbers in the metric's stored unit, and its ``unit`` column says what the
+numbers are: ``fraction`` for a metric the pages show in percent (0.982, shown as 98.2%),
+with the metric's direction in a column; ``improvement_vs_ref`` is positive when the
+objective is better than the reference, whatever the direction. LaTeX shows each metric as
+the pages do (percents ×100), says which way is better in the caption, and needs booktabs
+only (no amsmath: ``\\mathrm``, not ``\\text``)."""
 
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def tables_csv(tables: list[dict]) -> str:
             spec = t["headline_spec"]
             writer.writerow(_csv_cell(x) for x in [
                 t["suite"], t["suite_version"], t["variant"], spec["name"], spec["better"],
-                spec["unit"], r["objective"], r["slug"],
+                csv_unit(spec["unit"]), r["objective"], r["slug"],
                 r["is_builtin"], r["is_reference"], r["seeds"], r["diverged"], r["failed"],
                 r["mean"], r["ci_low"], r["ci_high"], r["std"], r["iqm"], r["tied_with_best"],
                 vs.get("prob_improvement"), vs.get("prob_ci_low"), vs.get("prob_ci_high"),
@@ -53,6 +55,11 @@ def tables_csv(tables: list[dict]) -> str:
                 *(r["secondary"].get(m) for m in secondary)]
                 + extra)
     return out.getvalue()
+
+
+def csv_unit(unit: str) -> str:
+    """The unit of the numbers a CSV holds: percents are stored, and written, as fractions."""
+    return "fraction" if unit == "percent" else unit
 
 
 def scores_csv(board: dict) -> str:
@@ -96,17 +103,21 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
     One variant: a row per objective with mean ± CI (± = half the CI width, or
     ``[low, high]`` with ``interval``), seeds, diverged, P(improvement) over the
     reference and the secondary metrics. Several variants: objectives × variants, headline
-    mean ± CI. Best in bold; † = statistically tied with the best (paired 95% CI of the
-    difference contains 0). Percent metrics are shown in %.
+    mean ± CI. Best in bold; ⋆ = tied with the best, the pages' ★ (the 95% bootstrap
+    rank interval reaches 1; a metric's own short name may carry †). Percent metrics are
+    shown in %. No results at all is a :class:`ValueError` (a table without rows is no
+    table).
     """
+    if not any(r["seeds"] for t in tables for r in t["rows"]):
+        raise ValueError(f"no results on {suite.name} yet")
     headline = suite.headline_metric
     cell = _latex_interval if interval else _latex_pm
     ci_word = "[95\\% CI]" if interval else "$\\pm$ half-width of the 95\\% CI"
     unit = " (\\%)" if headline.percent else ""
     note = (f"{_tex(suite.name)} v{_tex(suite.version)}, {_tex(headline.label)}{unit}, "
             f"{headline.better} is better: mean over seeds {ci_word} "
-            "(Student-t). \\textbf{Bold}: best; $^\\dagger$: tied with the best "
-            "(paired t-test, Holm-corrected over the objectives compared).")
+            "(Student-t). \\textbf{Bold}: best; $^{\\star}$: tied with the best (its 95\\% "
+            "bootstrap rank interval reaches 1: it could be the best at these seeds).")
     lines = ["% Objective Harness export; needs \\usepackage{booktabs}", "\\begin{table}[t]",
              "\\centering", "\\small"]
     if len(tables) == 1:
@@ -116,7 +127,7 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
         secondary = [suite.metric(m["name"]) for m in with_values(t["table_specs"], t["rows"])]
         cols = "l" + "r" * (4 + len(secondary))
         head = ["Objective", _tex(headline.short or headline.label), "Seeds", "Div.",
-                f"$P(>\\text{{{_tex(t['reference'])}}})$",
+                f"$P(>\\mathrm{{{_tex(t['reference'])}}})$",
                 *(_tex(m.short or m.name) for m in secondary)]
         lines += [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\",
                   "\\midrule"]
@@ -132,7 +143,7 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
                 str(r["seeds"]), str(r["diverged"]), pi,
                 *(_latex_number(r["secondary"].get(m.name), m) for m in secondary),
             ]) + " \\\\")
-        note += (f" $P(>\\text{{{_tex(t['reference'])}}})$: probability of improvement "
+        note += (f" $P(>\\mathrm{{{_tex(t['reference'])}}})$: probability of improvement "
                  "over the reference on paired seeds; $^{\\ast}$: not distinguishable from "
                  "the reference.")
         caption = f"{_tex(t['variant'])}: {note}"
@@ -211,5 +222,5 @@ def _latex_mark(text: str, r: dict, best: str | None) -> str:
     if r["objective"] == best:
         return f"\\textbf{{{text}}}"
     if r["tied_with_best"]:
-        return f"{text}$^\\dagger$"
+        return f"{text}$^{{\\star}}$"
     return text

@@ -42,6 +42,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "webapp.middleware.RequestTooLargeMiddleware",  # before the CSRF check reads the body
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -89,7 +90,9 @@ MAX_OBJECTIVE_BYTES = int(os.environ.get("HARNESS_MAX_OBJECTIVE_BYTES", 64 * 102
 MAX_UPLOAD_BYTES = int(os.environ.get("HARNESS_MAX_UPLOAD_BYTES", 2 * 1024 * 1024))
 HARNESS_VERIFY_FRACTION = float(os.environ.get("HARNESS_VERIFY_FRACTION") or 0.2)
 MAX_QUEUED_CELLS_PER_USER = int(os.environ.get("HARNESS_MAX_QUEUED_CELLS", 200))
-DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+# Bodies up to this are parsed, so a paste over MAX_OBJECTIVE_BYTES gets the form's own
+# message with its size; over it webapp.middleware answers before the CSRF check reads it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 # Django's own checks on sign-up: not like the username, 8 characters or more, not a
 # common password, not all digits.
 AUTH_PASSWORD_VALIDATORS = [

@@ -263,6 +263,8 @@ def test_private_code_only_for_its_owner(client, data, users):
     public = _get(client, "/api/objectives/open-loss")
     assert public["slug"] == "open-loss" and "classification_loss" in public["code"]
     _assert_error(client, "/api/objectives/no-such-objective", 404, "unknown objective")
+    _assert_error(client, "/api/objectives/open_loss", 404,  # its name, not its slug
+                  "addressed by slug: /api/objectives/open-loss")
 
 
 # ---------------------------------------------------------------- results

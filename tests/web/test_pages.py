@@ -236,7 +236,11 @@ def test_compare_page_is_paired(client, board):
     assert mean["y"] == ["clean", "sym-0.4"]
     assert seeds["x"][:4] == pytest.approx([6, 6, 8, 6])  # clean: gce − mae per seed, in pp
     assert client.get("/objectives/gce/compare/?with=mae").status_code == 200  # default suite
-    assert client.get("/objectives/gce/compare/").status_code == 404
+    # no ?with=: against the suite's reference; the reference itself against another
+    assert client.get("/objectives/gce/compare/")["Location"] == \
+        "/objectives/gce/compare/?with=ce&suite=noisy-labels"
+    assert client.get("/objectives/ce/compare/")["Location"] == \
+        "/objectives/ce/compare/?with=gce&suite=noisy-labels"
     assert client.get("/objectives/gce/compare/?with=nope").status_code == 404
 
 
@@ -247,15 +251,18 @@ def test_csv_and_latex_exports(client, board):
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [r["objective"] for r in rows] == ["gce", "mae", "ce"]
     assert float(rows[0]["mean"]) == pytest.approx(sum(GCE["sym-0.4"]) / 4)
+    assert rows[0]["unit"] == "fraction"  # what the numbers are (0.915), not how pages show them
     tex = client.get("/export/noisy-labels/tex?variant=sym-0.4").content.decode()
     assert "\\toprule" in tex and "\\bottomrule" in tex and "\\textbf{91.5" in tex
     # a ">" in text mode prints "¿" under OT1: math mode
-    assert "$P(>\\text{ce})$" in tex and "P(\\textgreater" not in tex
+    assert "$P(>\\mathrm{ce})$" in tex and "P(\\textgreater" not in tex
     wide = client.get("/export/noisy-labels/tex").content.decode()
     assert "Objective & clean & sym-0.4" in wide
     assert client.get("/export/noisy-labels/tex?ci=interval").status_code == 200
     assert client.get("/export/noisy-labels/pdf").status_code == 404
     assert client.get("/export/nope/csv").status_code == 404
+    empty = client.get("/export/certified/tex")  # no results: no table without rows
+    assert empty.status_code == 404 and "no results on certified yet" in empty.content.decode()
     assert client.get("/export/noisy-labels/csv?variant=nope").status_code == 404
 
 
@@ -268,6 +275,24 @@ def test_unknown_names_get_a_friendly_404(client, board, url):
     html = response.content.decode()
     assert "Not found" in html and "Back to the leaderboard" in html
     assert "Traceback" not in html and "File \"" not in html
+
+
+def test_an_objectives_name_finds_its_page_and_a_listed_builtin_says_how_to_run_it(client,
+                                                                                    board):
+    """``ldr_kl`` is stored as ``ldr-kl``: its name redirects (query kept), page and API; a
+    built-in nobody has run here says so and how; a name nobody knows stays a plain 404."""
+    make_objective("ldr-kl", GCE)
+    page = client.get("/objectives/ldr_kl/?curves-noisy-labels=clean")
+    assert page.status_code == 301
+    assert page["Location"] == "/objectives/ldr-kl/?curves-noisy-labels=clean"
+    assert client.get("/objectives/ldr_kl/compare/?with=ce")["Location"] == \
+        "/objectives/ldr-kl/compare/?with=ce"
+    assert client.get(page["Location"]).status_code == 200
+    listed = client.get("/objectives/ibp/")
+    assert listed.status_code == 404
+    assert "ibp is a built-in objective with no results here yet" in listed.content.decode()
+    assert "harness run suite certified -o ibp" in listed.content.decode()
+    assert "built-in" not in client.get("/objectives/no_such_loss/").content.decode()
 
 
 def _queries(client, url: str) -> int:

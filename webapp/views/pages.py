@@ -7,10 +7,14 @@ friendly 404 page.
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from urllib.parse import urlencode
 
-from harness.contract.registry import suite_names
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from harness.contract.registry import builtins, get_suite, suite_names
+from harness.storage.models import Objective
+from harness.storage.store import slug_for
 from webapp import exports, leaderboard, rendered
 from webapp.leaderboard import NotFound
 
@@ -40,7 +44,7 @@ def objective(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         title, body = rendered.objective_body(slug, request.user, curves=wanted)
     except NotFound as exc:
-        return _not_found(request, exc)
+        return _unknown_objective(request, slug, exc)
     return render(request, "webapp/objective.html", {"title": title, "body": body})
 
 
@@ -49,11 +53,14 @@ def compare(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         available = leaderboard.objective_suites(slug)
         name = request.GET.get("suite") or (available[0] if available else "")
+        if not other and name:  # no choice yet: against the suite's reference
+            choice = {"with": _default_other(slug, name), "suite": name}
+            return redirect(f"{request.path}?{urlencode(choice)}")
         if not other:
-            raise NotFound("choose an objective to compare with (?with=slug)")
+            raise NotFound(f"no results of {slug!r} to compare yet")
         result = leaderboard.compare(slug, other, name)
     except NotFound as exc:
-        return _not_found(request, exc)
+        return _unknown_objective(request, slug, exc)
     return render(request, "webapp/compare.html", {
         "c": result, "suites": available, "others": [
             o for o in leaderboard.objective_choices() if o["slug"] != slug]})
@@ -73,8 +80,12 @@ def export(request: HttpRequest, suite: str, fmt: str) -> HttpResponse:
         response = HttpResponse(exports.tables_csv(tables),
                                 content_type="text/csv; charset=utf-8")
     else:
-        body = exports.tables_latex(suite_obj, tables,
+        try:
+            body = exports.tables_latex(suite_obj, tables,
                                         interval=request.GET.get("ci") == "interval")
+        except ValueError as exc:  # nothing stored yet: no table to paste
+            return _not_found(request, NotFound(
+                f"{exc}: `harness run suite {suite_obj.name}` or a submission fills it"))
         response = HttpResponse(body, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'inline; filename="{stem}.{fmt}"'
     return response
@@ -89,6 +100,35 @@ def export_scores(request: HttpRequest) -> HttpResponse:
     response = HttpResponse(exports.scores_csv(board), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'inline; filename="scores.csv"'
     return response
+
+
+def _default_other(slug: str, suite_name: str) -> str:
+    """Whom ``slug`` is compared with when nobody chose: the suite's reference, or, for the
+    reference itself, the first other objective with results."""
+    reference = slug_for(get_suite(suite_name).reference)
+    if reference != slug:
+        return reference
+    return next((o["slug"] for o in leaderboard.objective_choices() if o["slug"] != slug), slug)
+
+
+def _unknown_objective(request: HttpRequest, slug: str, exc: NotFound) -> HttpResponse:
+    """A 404 that helps: ``ldr_kl`` is redirected to the stored ``ldr-kl``; a built-in that
+    ``harness ls`` lists but nobody has run here says how to get its results. An objective
+    that exists but is not the viewer's to see stays a plain 404."""
+    if Objective.objects.filter(slug=slug).exists():
+        return _not_found(request, exc)
+    canonical = slug_for(slug)
+    if canonical != slug and Objective.objects.filter(slug=canonical).exists():
+        target = request.path.replace(f"/{slug}/", f"/{canonical}/", 1)
+        query = request.META.get("QUERY_STRING")
+        return redirect(f"{target}?{query}" if query else target, permanent=True)
+    builtin = next((b for b in builtins().values() if slug_for(b.name) == canonical), None)
+    if builtin is not None:
+        where = (f"`harness run suite {builtin.suite} -o {builtin.name}`" if builtin.suite
+                 else f"`harness profile {builtin.name}` (every suite it fits)")
+        exc = NotFound(f"{builtin.name} is a built-in objective with no results here yet: "
+                       f"{where} trains it, and `make full` every baseline")
+    return _not_found(request, exc)
 
 
 def _not_found(request: HttpRequest, exc: Exception) -> HttpResponse:

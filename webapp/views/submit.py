@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import RequestDataTooBig
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_safe
@@ -22,16 +22,7 @@ from webapp.forms import SubmissionForm
 
 @login_required
 def submit(request: HttpRequest) -> HttpResponse:
-    try:
-        data, files = request.POST, request.FILES
-    except RequestDataTooBig:  # over DATA_UPLOAD_MAX_MEMORY_SIZE: Django would answer a
-        # bare 400; say what the limit is, as for a paste just over it
-        messages.error(request, f"The submission is larger than the server accepts "
-                                f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 2 ** 20} MB); an "
-                                f"objective's code may be at most "
-                                f"{settings.MAX_OBJECTIVE_BYTES // 1024} KB.")
-        return render(request, "webapp/submit.html", {"form": SubmissionForm(user=request.user)},
-                      status=413)
+    data, files = request.POST, request.FILES
     # ?suite=NAME (an empty suite page's link) ticks that suite; unknown names tick none
     asked = [n for n in request.GET.getlist("suite") if n in suite_names()]
     form = SubmissionForm(data or None, files or None, user=request.user,
@@ -43,6 +34,23 @@ def submit(request: HttpRequest) -> HttpResponse:
                 messages.warning(request, warning)
             return redirect("run-status", pk=submission.pk)
     return render(request, "webapp/submit.html", {"form": form})
+
+
+def _too_large(request: HttpRequest) -> HttpResponse:
+    """A body over DATA_UPLOAD_MAX_MEMORY_SIZE (webapp.middleware answers it before the CSRF
+    check would fail on it): the form again, with what the limits are. Under the ceiling a
+    paste too long for an objective is parsed, and the form names its size."""
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    messages.error(request, f"The submission is larger than the server accepts "
+                            f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 2 ** 20} MB); an "
+                            f"objective's code may be at most "
+                            f"{settings.MAX_OBJECTIVE_BYTES // 1024} KB.")
+    return render(request, "webapp/submit.html", {"form": SubmissionForm(user=request.user)},
+                  status=413)
+
+
+submit.too_large = _too_large  # type: ignore[attr-defined]
 
 
 @require_safe
