@@ -14,16 +14,19 @@ everything runs in this process. A run's workers share the work their groups hav
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import multiprocessing
 import os
 import select
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any
 
 from harness.contract.suite import CellResult
@@ -43,6 +46,39 @@ def threads_per_worker() -> int:
     round differently with more threads, and processes beat threads here anyway."""
     value = os.environ.get("HARNESS_THREADS")
     return max(1, int(value)) if value else 1
+
+
+def unguarded_main_call() -> str | None:
+    """The script's path when the harness is called from its top level outside an ``if
+    __name__ == "__main__":`` block, else None. Worker processes start by re-running the
+    parent's ``__main__`` (multiprocessing's forkserver re-imports it by path or module
+    name), so such a script would start the same run again in every worker, which dies
+    (``BrokenProcessPool``). A notebook or an interactive session has no such file."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    frame = sys._getframe(1)
+    while path and frame is not None:
+        if frame.f_globals is vars(main) and frame.f_code.co_name == "<module>":
+            return None if _guarded(path, frame.f_lineno) else path
+        frame = frame.f_back
+    return None
+
+
+def _guarded(path: str, line: int) -> bool:
+    """Whether ``line`` of the file lies in an ``if __name__ == "__main__":`` block (a file
+    that cannot be read or parsed counts as guarded: nothing to say about it)."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and node.lineno <= line <= (node.end_lineno or line):
+            test = node.test
+            sides = [test.left, *test.comparators] if isinstance(test, ast.Compare) else []
+            if {"__name__", "__main__"} <= {getattr(x, "id", getattr(x, "value", None))
+                                            for x in sides}:
+                return True
+    return False
 
 
 def run_groups(groups: list[Group], *, workers: int, options: Mapping[str, Any],

@@ -311,3 +311,35 @@ def test_importing_the_api_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"
+
+
+SCRIPT = """from harness import api
+
+api.run("fake-regression", ["mse"], seeds=2, workers=2, progress=False)
+print("ran")
+"""
+
+
+def test_a_script_calling_the_api_without_a_main_guard_runs_and_is_told_why_on_one_core(
+        tmp_path):
+    """Workers re-run the parent's script when they start: unguarded, each would start the
+    run again (BrokenProcessPool). The run stays in the script's process and says what to
+    write; under the guard nothing is said."""
+    from tests.engine.test_fake_suite import _env
+
+    script = tmp_path / "my_script.py"
+    script.write_text(SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], env=_env(tmp_path), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ran" in out.stdout and "BrokenProcessPool" not in out.stderr
+    assert f"{script} calls the harness at its top level" in out.stdout
+    assert 'Put the call under that `if`' in out.stdout
+
+
+def test_a_call_under_the_main_guard_is_recognised(tmp_path):
+    from harness.runner.processes import _guarded
+
+    script = tmp_path / "guarded.py"
+    script.write_text("import x\n\nif '__main__' == __name__:\n    x.run()\n\nx.run()\n")
+    assert _guarded(str(script), 4) and not _guarded(str(script), 6)
