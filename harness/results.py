@@ -83,14 +83,18 @@ class Results:
         tracks = suite.tracks or (None,)
         found, shown_columns = [], []
         for track in tracks:  # a table per variant and track, the reference in each
-            secondary = track.columns if track and track.columns else suite.table_columns[:2]
+            shown = track.columns if track and track.columns else suite.table_columns[:2]
+            # every declared metric's mean is computed (--json and summary() carry them);
+            # the terminal shows ``shown``
+            every = tuple(dict.fromkeys([*shown, *(m.name for m in suite.metrics
+                                                   if m.name != head.name)]))
             part = rows if track is None else [
                 r for r in rows if r.track == track.name or r.objective == suite.reference]
             found.append(variant_tables(part, headline=head.name,
                                         higher_is_better=head.higher_is_better,
-                                        reference=suite.reference, secondary=secondary,
+                                        reference=suite.reference, secondary=every,
                                         min_seeds=suite.min_seeds))
-            shown_columns.append(secondary)
+            shown_columns.append(shown)
         tables, order, columns, drawn = {}, [], {}, []
         for v in self.variants or [v.name for v in suite.variants]:
             for track, table, secondary in zip(tracks, found, shown_columns, strict=True):
@@ -113,8 +117,11 @@ class Results:
         suite = self.suite
         out = {"suite": suite.name, "suite_version": suite.version,
                "headline": suite.headline, "headline_metric": suite.headline_metric.to_json(),
+               "metrics": {m.name: m.to_json() for m in suite.metrics},
                "reference": suite.reference,
-               "variants": {key: [_row_json(r) for r in t.rows[key]] for key in t.order}}
+               "variants": {key: [_row_json(r) for r in t.rows[key]] for key in t.order},
+               # each row's "secondary" has every declared metric; the table shows these
+               "displayed": {key: list(t.columns[key]) for key in t.order}}
         if t.across is not None:
             out["across_variants"] = {
                 "variants": t.drawn, "left_out": t.left_out,
@@ -150,13 +157,13 @@ class Results:
                                     version__in=self._chosen())
         if self.variants:
             cells = cells.filter(variant__in=self.variants)
-        cells = list(cells.values_list("id", "version__objective__slug", "version__label",
+        cells = list(cells.values_list("id", "version__objective__name", "version__label",
                                        "variant", "seed", "status").order_by(
             "version__label", "variant", "seed"))
         metrics = store.metrics_of(c[0] for c in cells)
         records = []
-        for cell_id, slug, label, variant, seed, status in cells:
-            base = (slug, label, self.suite.name, self.suite.version, variant, seed)
+        for cell_id, name, label, variant, seed, status in cells:  # the name, as everywhere
+            base = (name, label, self.suite.name, self.suite.version, variant, seed)
             stored = metrics.get(cell_id, {})
             for name, value in stored.items() if stored else [(None, float("nan"))]:
                 records.append((*base, name, value, status))

@@ -142,7 +142,8 @@ SUITE = Suite(
     # the Pareto view; relearning: held-back forget probability before → after the attack
     scatters=(ScatterSpec(x="model_utility", y="log_forget_quality"),
               ScatterSpec(x="held_back_prob", y="relearn_forget_prob")),
-    columns=("log_forget_quality", "ks_statistic", "model_utility", "forget_prob",
+    # forget quality and model utility side by side (the CLI shows the first two)
+    columns=("log_forget_quality", "model_utility", "ks_statistic", "forget_prob",
              "forget_rouge", "extraction_strength", "relearn_recovery", "retain_model_fq"),
     fixtures=fixtures("tofu"),
     train_info={"options": dict},

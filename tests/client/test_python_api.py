@@ -192,6 +192,9 @@ def test_a_run_gives_tables_frames_and_figures(db, tmp_path, monkeypatch):
     summary = res.summary()
     report = res.to_json()["variants"]["sym-0.4"]
     assert list(summary["objective"]) == [r["objective"] for r in report]
+    # every declared metric for scripts, and which of them the terminal's table shows
+    assert set(report[0]["secondary"]) == {m.name for m in res.suite.metrics} - {"test_acc"}
+    assert res.to_json()["displayed"]["sym-0.4"] == list(res.suite.table_columns[:2])
     for (_, row), r in zip(summary.iterrows(), report, strict=True):
         assert row["mean"] == pytest.approx(r["mean"]) and row["seeds"] == 3
         assert row["ci_low"] < row["mean"] < row["ci_high"]
@@ -202,7 +205,7 @@ def test_a_run_gives_tables_frames_and_figures(db, tmp_path, monkeypatch):
     tidy = res.to_pandas()
     assert list(tidy.columns) == ["objective", "version", "suite", "suite_version",
                                   "variant", "seed", "metric", "value", "status"]
-    acc = tidy[(tidy.metric == "test_acc") & (tidy.objective == "scaled-ce")]
+    acc = tidy[(tidy.metric == "test_acc") & (tidy.objective == "scaled_ce")]  # its name
     stored = {c.seed: Metric.objects.get(cell=c, name="test_acc").value
               for c in Cell.objects.filter(version=res.versions[1])}
     assert dict(zip(acc.seed, acc.value, strict=True)) == stored
