@@ -55,6 +55,13 @@ def _suite_choices() -> list[tuple[str, str]]:
     return choices
 
 
+def _seeds_help() -> str:
+    minimums = sorted({get_suite(n).min_seeds for n in suite_names()})
+    fewest = " or ".join(str(m) for m in minimums)
+    return (f"Seeds per variant (1–10). A suite needs {fewest} (its own minimum) for an "
+            f"interval and a rank; with fewer, the results are listed as provisional.")
+
+
 class SubmissionForm(forms.Form):
     PUBLIC, PRIVATE = Objective.PUBLIC, Objective.PRIVATE
 
@@ -80,13 +87,13 @@ class SubmissionForm(forms.Form):
                   "suite runs only objectives defining one of the hooks it lists (e.g. a "
                   "classification_loss does not run on tta, which needs tta_loss or "
                   "tta_adjust).")
-    seeds = forms.IntegerField(min_value=1, max_value=10, initial=5,
-                               help_text="Seeds per variant (1–10).")
+    seeds = forms.IntegerField(min_value=1, max_value=10, initial=5)  # help: _seeds_help
 
     def __init__(self, *args: Any, user, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["suites"].choices = _suite_choices()
+        self.fields["seeds"].help_text = _seeds_help()
         # None ticked = every suite the objective's hooks fit: no suite is ticked that would
         # refuse it (a classification loss is not a test-time objective, and the reverse).
         self.fields["suites"].initial = []
@@ -219,6 +226,13 @@ class SubmissionForm(forms.Form):
         seeds = list(range(data["seeds"]))
         self.plan = [(configured(supported[n]), _submitted_variants(supported[n]), seeds)
                      for n in chosen]
+        short = [f"{n} (at least {supported[n].min_seeds})" for n in chosen
+                 if len(seeds) < supported[n].min_seeds]
+        if short:
+            self.warnings.append(
+                f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} are fewer than "
+                f"{', '.join(short)} needs for an interval and a rank: the results will be "
+                f"listed as provisional, unranked. Submit again with more seeds to rank them.")
         self._check_cap()
 
     def _check_cap(self) -> bool:

@@ -19,6 +19,7 @@ from django.test import Client
 from django.urls import path
 from django.utils.html import escape
 
+from harness.contract.registry import get_suite
 from harness.objectives.loading import load_objective
 from harness.objectives.validate import validate
 from harness.sandbox.remote import LossServers
@@ -267,6 +268,18 @@ def test_validator_warnings_are_shown_but_do_not_block(client_a):
     assert response.status_code == 302 and Submission.objects.count() == 1
     page = client_a.get(response["Location"]).content.decode()
     assert "cannot run seed-batched (vmap)" in page
+
+
+def test_fewer_seeds_than_a_suites_minimum_are_queued_with_a_warning_that_says_so(client_a):
+    """1–2 seeds are accepted (a quick look), but the form says beforehand and the run page
+    afterwards that they give no interval or rank."""
+    assert "for an interval and a rank" in client_a.get("/submit/").content.decode()
+    fewer = get_suite("noisy-labels").min_seeds - 1
+    response = submit(client_a, seeds=fewer)
+    assert response.status_code == 302 and Submission.objects.count() == 1
+    page = client_a.get(response["Location"]).content.decode()
+    assert f"are fewer than noisy-labels (at least {fewer + 1})" in page
+    assert "provisional, unranked" in page
 
 
 def test_unknown_hyperparameter_is_reported_on_its_field(client_a):
