@@ -347,6 +347,44 @@ def _with_every_metric(slug: str, acc: float) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_run_page_on_a_phone_scrolls_its_table_in_a_frame_with_the_time_in_view(
+        browser, live_server):
+    """The run page was 1,002 px wide at 390: the whole page scrolled sideways and the time
+    left was off-screen. Its table scrolls in a frame, the time column right after the
+    status; a group's time is on its first row only."""
+    from django.contrib.auth.models import User
+    from django.utils import timezone
+
+    from harness.contract.registry import suite_at
+    from harness.objectives.loading import load_objective
+    from harness.storage import store
+    from harness.storage.models import Cell, Submission
+
+    suite = suite_at("noisy-labels", "1.0")
+    version = store.version_for(load_objective("ce"))
+    started = timezone.now() - timezone.timedelta(minutes=5)
+    cells = [Cell.objects.create(version=version, suite=suite.name, suite_version=suite.version,
+                                 variant=v, seed=s, status="running", worker="cpu@box-1",
+                                 started_at=started, progress=0.1, attempts=1,
+                                 variant_hash=suite.variant(v).config_hash(suite))
+             for v in ("clean", "sym-0.4") for s in range(5)]
+    owner = User.objects.create_user("olga", password="olga-pass-123")
+    submission = Submission.objects.create(owner=owner, version=version, suites=[suite.name])
+    submission.cells.set(cells)
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
+                                has_touch=True)
+    page = phone.new_page()
+    page.goto(f"{live_server.url}/runs/{submission.pk}/")
+    page.wait_for_selector("td.time .time-text:has-text('left')")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    first = page.locator("tbody tr").first.locator("td.time")
+    assert first.evaluate("td => td.getBoundingClientRect().left") < 390  # in view
+    assert page.locator("td.time .time-text:has-text('left')").count() == 1
+    assert page.locator("td.time .time-text.same-group").count() == len(cells) - 1
+    phone.close()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_tables_fit_at_1280_px_and_scroll_with_their_names_in_view_on_a_phone(browser,
                                                                                live_server):
     """At 1280 px the variant table fits (its other metrics are a table of their own); on a

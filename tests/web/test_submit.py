@@ -429,7 +429,7 @@ def test_status_json_shape_and_the_page(client_a, client):
     assert set(cell) == {"id", "suite", "suite_version", "variant", "seed", "status", "label",
                          "reason", "reason_code", "attempts", "worker", "error", "captured",
                          "has_details", "headline", "wall_time", "progress", "eta_seconds",
-                         "group_members", "group_seconds", "time_text"}
+                         "group_members", "group_seconds", "time_text", "group_first"}
     assert (cell["suite"], cell["status"], cell["label"], cell["headline"]) == (
         "noisy-labels", "queued", "queued", None)
     assert (cell["attempts"], cell["worker"], cell["reason_code"], cell["error"]) == (
@@ -440,6 +440,24 @@ def test_status_json_shape_and_the_page(client_a, client):
     assert 'id="run-links" hidden' in html
     assert 'id="profile-link"' in html and 'href="/objectives/my-loss/#profile"' in html
     assert status(client, submission)["is_owner"] is False
+
+
+def test_a_groups_time_is_shown_once_on_its_first_row(client_a):
+    """A worker claims a group's cells together: its progress and time left are one fact,
+    shown on the group's first row, not repeated on each of its cells."""
+    from django.utils import timezone
+
+    submit(client_a, seeds=1)
+    submission = Submission.objects.get()
+    started = timezone.now() - timezone.timedelta(minutes=3)
+    submission.cells.update(status="running", worker="cpu@box", started_at=started,
+                            progress=0.25, attempts=1)
+    cells = status(client_a, submission)["cells"]
+    assert [c["group_first"] for c in cells] == [True] + [False] * (VARIANTS - 1)
+    assert all(c["time_text"] == "25% of its group · about 9 min left" for c in cells)
+    html = client_a.get(f"/runs/{submission.pk}/").content.decode()
+    assert html.count("of its group · about") == 1
+    assert html.count("same group ↑") == VARIANTS - 1
 
 
 def test_inline_runner_takes_cells_to_ok_with_metrics(client_a, settings,

@@ -58,6 +58,7 @@ def run_state(submission: Submission, viewer) -> dict:
             "wall_time": c.wall_time,
             **timing(c, now),
         })
+    _first_of_groups(rows, cells)
     objective = submission.version.objective
     finished = all(c.status in Cell.FINISHED for c in cells)
     return {
@@ -73,6 +74,17 @@ def run_state(submission: Submission, viewer) -> dict:
                    for name in submission.suites],
         "cells": rows,
     }
+
+
+def _first_of_groups(rows: list[dict], cells: list[Cell]) -> None:
+    """``group_first``: whether a row is the first of its group's rows (cells a worker
+    claimed together, in adjacent rows: one variant's seeds, or an objective's variants),
+    the only one that shows the group's shared time, not one line per cell."""
+    previous = None
+    for row, c in zip(rows, cells, strict=True):
+        key = (c.worker, c.started_at, c.status == Cell.RUNNING) if c.started_at else None
+        row["group_first"] = key is None or key != previous or not row["time_text"]
+        previous = key
 
 
 def timing(cell: Cell, now) -> dict:
