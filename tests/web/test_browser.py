@@ -120,6 +120,18 @@ def test_submit_train_and_find_it_on_the_leaderboard(page, browser):
 @pytest.mark.django_db(transaction=True)
 def test_broken_file_shows_the_validator_message_on_the_form(page):
     sign_up(page, "carol")
+    page.goto(page.base + "/submit/")
+    # sending says it is validating and sends once: a second submit is cancelled
+    state = page.evaluate("""() => {
+        const form = document.querySelector('form.submit-form');
+        form.addEventListener('submit', e => e.preventDefault());  // stay to look
+        const first = form.dispatchEvent(new Event('submit', {cancelable: true}));
+        const again = form.dispatchEvent(new Event('submit', {cancelable: true}));
+        const b = form.querySelector('button.primary');
+        return [b.disabled, b.textContent, !document.getElementById('submit-status').hidden,
+                again];
+    }""")
+    assert state == [True, "Validating\u2026", True, False]
     fill_submission(page, "broken-loss", BROKEN)
     assert page.url.endswith("/submit/")
     errors = page.inner_text("#code-errors")
