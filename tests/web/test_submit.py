@@ -442,6 +442,19 @@ def test_status_json_shape_and_the_page(client_a, client):
     assert status(client, submission)["is_owner"] is False
 
 
+def test_the_objective_page_links_to_its_runs_while_they_run(client_a, client):
+    """A run was hard to find again: its objective page said only "No finished results
+    yet". It links every run with cells queued or running, for anyone (run pages are
+    public), and stops once they have finished."""
+    submit(client_a, seeds=1)
+    submission = Submission.objects.get()
+    html = client.get("/objectives/my-loss/").content.decode()
+    assert f'href="/runs/{submission.pk}/">Run #{submission.pk}</a>: {VARIANTS} of its ' \
+           f"{VARIANTS} cells queued or running" in html
+    submission.cells.update(status="ok")
+    assert "runs-in-progress" not in client.get("/objectives/my-loss/").content.decode()
+
+
 def test_a_groups_time_is_shown_once_on_its_first_row(client_a):
     """A worker claims a group's cells together: its progress and time left are one fact,
     shown on the group's first row, not repeated on each of its cells."""

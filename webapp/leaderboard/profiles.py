@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef, Q
 
 from harness.contract.registry import all_suites
 from harness.contract.suite import Suite
 from harness.report import stats
 from harness.storage import store
-from harness.storage.models import Cell, Objective, ObjectiveVersion
+from harness.storage.models import Cell, Objective, ObjectiveVersion, Submission
 from webapp.leaderboard import cache, plots
 from webapp.leaderboard.boards import (
     relative,
@@ -286,6 +286,16 @@ def objective_suites(slug: str) -> list[str]:
     done = set(Cell.objects.filter(version__objective__slug=slug, status__in=Cell.FINISHED)
                .values_list("suite", "suite_version").distinct())
     return [s.name for s in all_suites() if (s.name, s.version) in done]
+
+
+def runs_in_progress(slug: str) -> list[dict]:
+    """The objective's submitted runs with cells still queued or running, newest first:
+    {"id", "pending", "total"} (run pages are public, like the cells' states)."""
+    pending = Count("cells", filter=Q(cells__status__in=(Cell.QUEUED, Cell.RUNNING)))
+    runs = (Submission.objects.filter(version__objective__slug=slug)
+            .annotate(pending=pending, total=Count("cells")).filter(pending__gt=0)
+            .order_by("-created", "-id").values("id", "pending", "total"))
+    return list(runs)
 
 
 def objective_choices() -> list[dict]:

@@ -45,7 +45,9 @@ def objective(request: HttpRequest, slug: str) -> HttpResponse:
         title, body = rendered.objective_body(slug, request.user, curves=wanted)
     except NotFound as exc:
         return _unknown_objective(request, slug, exc)
-    return render(request, "webapp/objective.html", {"title": title, "body": body})
+    return render(request, "webapp/objective.html", {
+        "title": title, "body": body, "slug": slug,
+        "runs": leaderboard.runs_in_progress(slug)})  # live, so never in the cached body
 
 
 def compare(request: HttpRequest, slug: str) -> HttpResponse:
