@@ -504,6 +504,8 @@ def test_the_index_page_lists_every_endpoint_with_live_examples(client, data):
         assert f"GET {e.path}" in html
     assert 'href="/api/suites/noisy-labels?variant=clean"' in html
     assert 'href="/api/openapi.json"' in html
+    main = html[html.index("<main"):]
+    assert "`" not in main and "<code>" in main  # the descriptions' code spans, not backticks
 
 
 def test_non_finite_values_are_null_not_nan(client, data):

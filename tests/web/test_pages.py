@@ -186,6 +186,7 @@ def test_objective_page_shows_numbers_curves_and_public_code(client, board):
     assert response.status_code == 200
     html = response.content.decode()
     assert "The gce objective." in html and "Built-in baseline" in html
+    assert '<h1>gce <span class="badge baseline">' in html  # read as "gce baseline"
     assert 'class="code highlight"' in html and "classification_loss" in html
     assert 'id="variants-noisy-labels"' in html and "sym-0.4" in html
     assert 'Curves <span class="muted small">clean</span>' in html

@@ -10,13 +10,26 @@ The result is not marked safe: autoescaping still applies. JSON keeps the raw te
 
 from __future__ import annotations
 
+import re
+
 from django import template
+from django.utils.html import conditional_escape
+from django.utils.safestring import SafeString, mark_safe
 
 from harness.report.textsafe import printable as _printable
 
 register = template.Library()
+_CODE = re.compile(r"`([^`]+)`")
 
 
 @register.filter(is_safe=True)  # adds no HTML metacharacter: safe input stays safe
 def printable(value) -> str:
     return _printable("" if value is None else str(value))
+
+
+@register.filter(needs_autoescape=True)
+def inline_code(value, autoescape: bool = True) -> SafeString:
+    """Our own prose (the API's descriptions) with its Markdown ``code`` spans as <code>:
+    escaped first, so only the spans become markup."""
+    text = conditional_escape(value) if autoescape else str(value)
+    return mark_safe(_CODE.sub(r"<code>\1</code>", str(text)))  # noqa: S308 -- escaped above
