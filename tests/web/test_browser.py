@@ -359,6 +359,21 @@ def _with_every_metric(slug: str, acc: float) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_keyboard_skips_to_the_content_and_links_are_underlined_not_only_coloured(page):
+    """The first Tab reaches a skip link that moves focus into the content; a link in the
+    content differs from its text by an underline, not by colour alone (contrast 1.3–2.3:1
+    before)."""
+    page.goto(page.base + "/api/")
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.className") == "skip-link"
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.id") == "main"
+    underline = page.evaluate("() => getComputedStyle(document.querySelector("
+                              "'main p a')).textDecorationLine")
+    assert "underline" in underline
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_run_page_on_a_phone_scrolls_its_table_in_a_frame_with_the_time_in_view(
         browser, live_server):
     """The run page was 1,002 px wide at 390: the whole page scrolled sideways and the time
