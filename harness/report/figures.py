@@ -34,6 +34,9 @@ Figure = dict[str, Any]
 
 COLORS = ("#2357a6", "#d9730d", "#2e8540", "#b5302a", "#7a4fb0", "#8c564b", "#c2418f",
           "#3b9ab2", "#a8a116", "#4d4d4d")
+# A marker per label as well as a colour: no two of the first 40 objectives look alike, and
+# none is told from another by colour alone (10 colours and 8 shapes: their cycles meet at 40)
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "triangle-down", "cross", "star")
 REF = "#6b7785"  # the reference objective
 INK = "#1d232a"
 GRID = "#eef1f4"
@@ -105,16 +108,25 @@ def _rgba(color: str, alpha: float) -> str:
 
 def _colors(entries: Sequence[Mapping]) -> dict[str, str]:
     """A colour per label in order of first appearance; the reference is grey."""
-    out: dict[str, str] = {}
+    return {label: style[0] for label, style in _styles(entries).items()}
+
+
+def _symbols(entries: Sequence[Mapping]) -> dict[str, str]:
+    """A marker shape per label, beside :func:`_colors`' colour; the reference's is open."""
+    return {label: style[1] for label, style in _styles(entries).items()}
+
+
+def _styles(entries: Sequence[Mapping]) -> dict[str, tuple[str, str]]:
+    out: dict[str, tuple[str, str]] = {}
     n = 0
     for entry in entries:
         label = entry["label"]
         if label in out:
             continue
         if entry.get("is_reference"):
-            out[label] = REF
+            out[label] = (REF, "circle-open")
         else:
-            out[label] = COLORS[n % len(COLORS)]
+            out[label] = (COLORS[n % len(COLORS)], SYMBOLS[n % len(SYMBOLS)])
             n += 1
     return out
 
@@ -198,14 +210,15 @@ def strip(payload: Mapping) -> Figure:
     """
     spec = payload.get("spec")
     f, fmt = _scale(spec), _hover_format(spec)
-    colors = _colors(payload["objectives"])
+    colors, symbols = _colors(payload["objectives"]), _symbols(payload["objectives"])
     traces = []
     for o in payload["objectives"]:
         name = escape(o["label"]) + (" ★" if o.get("tied_with_best") else "")
         color = colors[o["label"]]
         traces.append({
             "type": "box", "orientation": "h", "name": name, "x": [f(v) for v in o["values"]],
-            "text": [f"seed {s}" for s in o["seeds"]], "marker": {"color": color},
+            "text": [f"seed {s}" for s in o["seeds"]],
+            "marker": {"color": color, "symbol": symbols[o["label"]]},
             "line": {"color": color}, "fillcolor": _rgba(color, 0.08),
             "hovertemplate": f"%{{text}}: %{{x{fmt}}}<extra>{name}</extra>"})
     return {"data": traces, "layout": _layout(
@@ -240,7 +253,7 @@ def family(payload: Mapping) -> Figure:
         return _significant(scale(v), 6)
 
     lines = [line for fam in payload["families"] for line in fam["lines"]]
-    colors = _colors(lines)
+    colors, symbols = _colors(lines), _symbols(lines)
     visible: dict[str, bool] = {}
     for line in lines:
         visible[line["label"]] = visible.get(line["label"], False) or \
@@ -272,7 +285,7 @@ def family(payload: Mapping) -> Figure:
                 "name": name, "legendgroup": name, "showlegend": label not in seen,
                 "visible": shown, **axes,
                 "line": _line(color, reference=line.get("is_reference")),
-                "marker": {"color": color},
+                "marker": {"color": color, "symbol": symbols[label]},
                 "hovertemplate": f"{name} at %{{x}}: %{{y{fmt}}}<extra></extra>"})
             seen.add(label)
     return {"data": traces, "layout": layout}
@@ -354,13 +367,13 @@ def scatter(payload: Mapping) -> Figure:
     """
     x_spec, y_spec = payload.get("x_spec"), payload.get("y_spec")
     fx, fy = _scale(x_spec), _scale(y_spec)
-    colors = _colors(payload["series"])
+    colors, symbols = _colors(payload["series"]), _symbols(payload["series"])
     hover = f"%{{text}}: (%{{x{_hover_format(x_spec)}}}, %{{y{_hover_format(y_spec)}}})"
     traces = [{
         "x": [fx(v) for v in s["x"]], "y": [fy(v) for v in s["y"]], "text": list(s["text"]),
         "type": "scatter", "mode": "markers", "name": escape(s["label"]),
         "marker": {"size": 8, "color": colors[s["label"]], "opacity": 0.8,
-                   "symbol": "circle-open" if s.get("is_reference") else "circle"},
+                   "symbol": symbols[s["label"]]},
         "hovertemplate": f"{hover}<extra>{escape(s['label'])}</extra>"}
         for s in payload["series"]]
     return {"data": traces, "layout": _layout(

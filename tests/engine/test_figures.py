@@ -10,7 +10,7 @@ import pytest
 
 from harness.contract.suite import format_value
 from harness.report import figures
-from harness.report.figures import COLORS, REF, build
+from harness.report.figures import COLORS, REF, SYMBOLS, build
 
 PERCENT = {"name": "test_acc", "label": "test accuracy", "short": "acc", "better": "higher",
            "unit": "percent", "decimals": 1}
@@ -140,6 +140,19 @@ def test_strip_draws_percents_as_the_tables_do():
     assert _title(fig) == "test accuracy (%) — higher is better"
     assert fig["layout"]["template"]["data"]["box"][0]["boxpoints"] == "all"  # every seed
     assert fig["layout"]["height"] == 260
+
+
+def test_objectives_differ_by_marker_as_well_as_colour_past_the_palette():
+    """Colours repeat after 10 (ldr_kl and boot_soft were one colour): each label also gets
+    a marker shape, so the first 40 never share both and none is told by colour alone."""
+    payload = {**STRIP, "objectives": [
+        {"label": f"o{i}", "values": [0.5], "seeds": [0], "is_reference": False}
+        for i in range(40)]}
+    markers = [t["marker"] for t in build("strip", payload)["data"]]
+    assert len({(m["color"], m["symbol"]) for m in markers}) == 40
+    assert markers[10]["color"] == markers[0]["color"] != markers[1]["color"]
+    assert markers[10]["symbol"] != markers[0]["symbol"]
+    assert all(s in SYMBOLS for s in {m["symbol"] for m in markers})
 
 
 def test_a_number_metric_is_not_scaled_and_says_its_direction():
