@@ -441,4 +441,12 @@ def test_tables_fit_at_1280_px_and_scroll_with_their_names_in_view_on_a_phone(br
     name = page.locator("#variant-table tbody td.name").first
     assert abs(name.evaluate("td => td.getBoundingClientRect().left") - left) <= 2  # sticky
     assert name.inner_text().startswith("gce")
+    # plots laid out for the phone: a grid's panels stacked, none squeezed to a sliver
+    page.wait_for_selector("div.plot[data-plot=family][data-rendered='true']")
+    widths = page.evaluate("() => Array.from(document.querySelectorAll("
+                           "'div.plot[data-plot=family][data-rendered]')).map(gd => Object.keys("
+                           "gd._fullLayout).filter(k => /^xaxis\\d*$/.test(k)).map("
+                           "k => gd._fullLayout[k]._length))")
+    panels = [w for plot in widths for w in plot]
+    assert len(panels) >= 2 and min(panels) >= 250, widths  # three of ~80 px before
     phone.close()
