@@ -207,7 +207,7 @@ def _train(plans: list[_Plan], factorial: bool = False, *, device: str = "cpu",
     from harness.runner import local as running
     from harness.runner.environment import environment
     from harness.runner.jobs import prepare_fixtures
-    from harness.runner.processes import default_workers, run_groups, unguarded_main_call
+    from harness.runner.processes import default_workers, run_groups, workers_for_caller
     from harness.storage import store
 
     device = _device(device)
@@ -216,14 +216,7 @@ def _train(plans: list[_Plan], factorial: bool = False, *, device: str = "cpu",
         finished, save = store.finished_factorial, store.store_factorial
     else:
         finished, save = store.finished_cells, store.store_results
-    workers = workers or default_workers()
-    script = unguarded_main_call() if workers > 1 else None
-    if script:
-        say(f"{script} calls the harness at its top level, outside `if __name__ == "
-            f"\"__main__\":`, and worker processes re-run the script when they start (each "
-            f"would start this run again): this run stays in this process, on one core. Put "
-            f"the call under that `if` to use every core.")
-        workers = 1
+    workers = workers_for_caller(workers or default_workers(), say)
     versions, groups, asked = [], [], 0  # groups: (label, (version, suite), Group)
     for plan in plans:
         suite, variants, seeds = plan.suite, plan.variants, plan.seeds

@@ -48,6 +48,19 @@ def threads_per_worker() -> int:
     return max(1, int(value)) if value else 1
 
 
+def workers_for_caller(workers: int, say: Callable[[str], None]) -> int:
+    """``workers``, or 1 (and why, to ``say``) when the caller is a script's unguarded top
+    level (:func:`unguarded_main_call`): the run then stays in this process."""
+    script = unguarded_main_call() if workers > 1 else None
+    if script is None:
+        return workers
+    say(f"{script} calls the harness at its top level, outside `if __name__ == "
+        f"\"__main__\":`, and worker processes re-run the script when they start (each "
+        f"would start this run again): this run stays in this process, on one core. Put "
+        f"the call under that `if` to use every core.")
+    return 1
+
+
 def unguarded_main_call() -> str | None:
     """The script's path when the harness is called from its top level outside an ``if
     __name__ == "__main__":`` block, else None. Worker processes start by re-running the

@@ -46,12 +46,12 @@
       if (cell.reason_code) st.dataset.reason = cell.reason_code;
       else delete st.dataset.reason;
       // a group's shared time on its first row only; the rows after it point up to it
-      var time = row.querySelector(".time-text");
-      setText(time, cell.group_first ? (cell.time_text || "") : "same group \u2191");
-      time.classList.toggle("same-group", !cell.group_first);
+      var time = row.querySelector(".time-text"), first = cell.group_first !== false;
+      setText(time, first ? (cell.time_text || "") : "same group \u2191");
+      if (time) time.classList.toggle("same-group", !first);
       var bar = row.querySelector("progress.bar");
       if (bar) {
-        bar.hidden = !cell.group_first || cell.progress === null || cell.progress === undefined;
+        bar.hidden = !first || cell.progress === null || cell.progress === undefined;
         if (!bar.hidden) bar.value = cell.progress;
       }
       setText(row.querySelector(".attempts"), String(cell.attempts));
