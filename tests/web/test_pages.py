@@ -269,7 +269,8 @@ def test_csv_and_latex_exports(client, board):
 
 @pytest.mark.parametrize("url", ["/suites/nope/", "/objectives/nope/",
                                  "/suites/noisy-labels/?variant=nope",
-                                 "/objectives/nope/compare/?with=ce", "/?kind=everything"])
+                                 "/objectives/nope/compare/?with=ce", "/?kind=everything",
+                                 "/objectives/gce/compare/?suite=nope"])
 def test_unknown_names_get_a_friendly_404(client, board, url):
     response = client.get(url)
     assert response.status_code == 404

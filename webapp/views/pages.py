@@ -46,7 +46,7 @@ def objective(request: HttpRequest, slug: str) -> HttpResponse:
     except NotFound as exc:
         return _unknown_objective(request, slug, exc)
     return render(request, "webapp/objective.html", {
-        "title": title, "body": body, "slug": slug,
+        "title": title, "body": body,
         "runs": leaderboard.runs_in_progress(slug)})  # live, so never in the cached body
 
 
@@ -55,11 +55,12 @@ def compare(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         available = leaderboard.objective_suites(slug)
         name = request.GET.get("suite") or (available[0] if available else "")
-        if not other and name:  # no choice yet: against the suite's reference
+        if not other:  # no choice yet: against the suite's reference
+            if name not in suite_names():
+                raise NotFound(f"no suite {name!r}" if name else
+                               f"no results of {slug!r} to compare yet")
             choice = {"with": _default_other(slug, name), "suite": name}
             return redirect(f"{request.path}?{urlencode(choice)}")
-        if not other:
-            raise NotFound(f"no results of {slug!r} to compare yet")
         result = leaderboard.compare(slug, other, name)
     except NotFound as exc:
         return _unknown_objective(request, slug, exc)
