@@ -111,12 +111,9 @@ def _colors(entries: Sequence[Mapping]) -> dict[str, str]:
     return {label: style[0] for label, style in _styles(entries).items()}
 
 
-def _symbols(entries: Sequence[Mapping]) -> dict[str, str]:
-    """A marker shape per label, beside :func:`_colors`' colour; the reference's is open."""
-    return {label: style[1] for label, style in _styles(entries).items()}
-
-
 def _styles(entries: Sequence[Mapping]) -> dict[str, tuple[str, str]]:
+    """(colour, marker shape) per label in order of first appearance; the reference's is
+    grey and open."""
     out: dict[str, tuple[str, str]] = {}
     n = 0
     for entry in entries:
@@ -210,15 +207,15 @@ def strip(payload: Mapping) -> Figure:
     """
     spec = payload.get("spec")
     f, fmt = _scale(spec), _hover_format(spec)
-    colors, symbols = _colors(payload["objectives"]), _symbols(payload["objectives"])
+    styles = _styles(payload["objectives"])
     traces = []
     for o in payload["objectives"]:
         name = escape(o["label"]) + (" ★" if o.get("tied_with_best") else "")
-        color = colors[o["label"]]
+        color, symbol = styles[o["label"]]
         traces.append({
             "type": "box", "orientation": "h", "name": name, "x": [f(v) for v in o["values"]],
             "text": [f"seed {s}" for s in o["seeds"]],
-            "marker": {"color": color, "symbol": symbols[o["label"]]},
+            "marker": {"color": color, "symbol": symbol},
             "line": {"color": color}, "fillcolor": _rgba(color, 0.08),
             "hovertemplate": f"%{{text}}: %{{x{fmt}}}<extra>{name}</extra>"})
     return {"data": traces, "layout": _layout(
@@ -253,7 +250,7 @@ def family(payload: Mapping) -> Figure:
         return _significant(scale(v), 6)
 
     lines = [line for fam in payload["families"] for line in fam["lines"]]
-    colors, symbols = _colors(lines), _symbols(lines)
+    styles = _styles(lines)
     visible: dict[str, bool] = {}
     for line in lines:
         visible[line["label"]] = visible.get(line["label"], False) or \
@@ -273,7 +270,8 @@ def family(payload: Mapping) -> Figure:
             "title": {"text": escape(payload["metric"]) + _unit(spec) if k == 0 else ""},
             "gridcolor": GRID, "zeroline": False}
         for line in fam["lines"]:
-            label, color = line["label"], colors[line["label"]]
+            label = line["label"]
+            color, symbol = styles[label]
             name, shown = escape(label), True if visible[label] else "legendonly"
             x = [_significant(v, 6) for v in line["x"]]
             band = _band(x, [f(v) for v in line["low"]], [f(v) for v in line["high"]],
@@ -285,7 +283,7 @@ def family(payload: Mapping) -> Figure:
                 "name": name, "legendgroup": name, "showlegend": label not in seen,
                 "visible": shown, **axes,
                 "line": _line(color, reference=line.get("is_reference")),
-                "marker": {"color": color, "symbol": symbols[label]},
+                "marker": {"color": color, "symbol": symbol},
                 "hovertemplate": f"{name} at %{{x}}: %{{y{fmt}}}<extra></extra>"})
             seen.add(label)
     return {"data": traces, "layout": layout}
@@ -367,13 +365,13 @@ def scatter(payload: Mapping) -> Figure:
     """
     x_spec, y_spec = payload.get("x_spec"), payload.get("y_spec")
     fx, fy = _scale(x_spec), _scale(y_spec)
-    colors, symbols = _colors(payload["series"]), _symbols(payload["series"])
+    styles = _styles(payload["series"])
     hover = f"%{{text}}: (%{{x{_hover_format(x_spec)}}}, %{{y{_hover_format(y_spec)}}})"
     traces = [{
         "x": [fx(v) for v in s["x"]], "y": [fy(v) for v in s["y"]], "text": list(s["text"]),
         "type": "scatter", "mode": "markers", "name": escape(s["label"]),
-        "marker": {"size": 8, "color": colors[s["label"]], "opacity": 0.8,
-                   "symbol": symbols[s["label"]]},
+        "marker": {"size": 8, "color": styles[s["label"]][0], "opacity": 0.8,
+                   "symbol": styles[s["label"]][1]},
         "hovertemplate": f"{hover}<extra>{escape(s['label'])}</extra>"}
         for s in payload["series"]]
     return {"data": traces, "layout": _layout(

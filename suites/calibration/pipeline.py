@@ -4,10 +4,9 @@ All seeds of one data set train together as members of one seed-batched run. A
 training objective trains with its ``classification_loss``; an objective with only a
 ``posthoc_calibration`` trains as the reference does (CE: the same init and data order,
 so the same weights as ``ce``: trained once per run, :mod:`harness.contract.memo`) and its
-calibrator then maps each member's validation and
-test logits to test probabilities. The judge checks the returned weights, recomputes a
-training objective's logits from them or checks a calibrator's probabilities, and
-computes every metric.
+calibrator then maps each member's validation and test logits to test probabilities. The
+judge checks the returned weights, recomputes a training objective's logits from them or
+checks a calibrator's probabilities, and computes every metric.
 """
 
 from __future__ import annotations
