@@ -288,6 +288,13 @@ def objective_suites(slug: str) -> list[str]:
     return [s.name for s in all_suites() if (s.name, s.version) in done]
 
 
+def stored_slug_of(name: str) -> str | None:
+    """The slug an objective is stored under when ``name`` is its name rather than its slug
+    (``ldr_kl`` for ``ldr-kl``): the address a page or the API should point to; else None."""
+    slug = store.slug_for(name)
+    return slug if slug != name and Objective.objects.filter(slug=slug).exists() else None
+
+
 def runs_in_progress(slug: str) -> list[dict]:
     """The objective's submitted runs with cells still queued or running, newest first:
     {"id", "pending", "total"} (run pages are public, like the cells' states)."""

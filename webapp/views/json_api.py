@@ -359,10 +359,9 @@ def objective_detail(request: HttpRequest, slug: str) -> dict:
     try:
         objective = Objective.objects.only("slug", "visibility", "owner_id").get(slug=slug)
     except Objective.DoesNotExist:
-        canonical = store.slug_for(slug)  # a name (ldr_kl) where the URL wants the slug
-        hint = (f"; objectives are addressed by slug: /api/objectives/{canonical}"
-                if canonical != slug and Objective.objects.filter(slug=canonical).exists()
-                else "")
+        canonical = leaderboard.stored_slug_of(slug)  # a name where the URL wants the slug
+        hint = f"; objectives are addressed by slug: /api/objectives/{canonical}" \
+            if canonical else ""
         raise ApiError(404, f"unknown objective {slug!r}{hint}") from None
     curves = "all" if _flag(request, "curves") else None
     try:

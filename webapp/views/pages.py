@@ -120,12 +120,13 @@ def _unknown_objective(request: HttpRequest, slug: str, exc: NotFound) -> HttpRe
     that exists but is not the viewer's to see stays a plain 404."""
     if Objective.objects.filter(slug=slug).exists():
         return _not_found(request, exc)
-    canonical = slug_for(slug)
-    if canonical != slug and Objective.objects.filter(slug=canonical).exists():
+    canonical = leaderboard.stored_slug_of(slug)
+    if canonical:
         target = request.path.replace(f"/{slug}/", f"/{canonical}/", 1)
         query = request.META.get("QUERY_STRING")
         return redirect(f"{target}?{query}" if query else target, permanent=True)
-    builtin = next((b for b in builtins().values() if slug_for(b.name) == canonical), None)
+    builtin = next((b for b in builtins().values() if slug_for(b.name) == slug_for(slug)),
+                   None)
     if builtin is not None:
         where = (f"`harness run suite {builtin.suite} -o {builtin.name}`" if builtin.suite
                  else f"`harness profile {builtin.name}` (every suite it fits)")
