@@ -13,11 +13,13 @@ import os
 import sys
 from pathlib import Path
 
-from harness.contract import registry
+from harness.contract import draws, registry
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "draws_key", None):  # before the database opens: keyed ones are apart
+        print(f"draws: keyed ({draws.use_key(args.draws_key)})", file=sys.stderr)
     try:
         return args.func(args)
     except KeyboardInterrupt as exc:
@@ -30,16 +32,28 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+DRAWS_KEY_HELP = (
+    "draw every split, noise, order and initialisation from the key in FILE (16+ characters) "
+    "as a server ranking strangers does; stored apart from public results (docs/sandbox.md)")
 SANDBOX_HELP = (
     "load, check and train objective files in the sandbox the server's workers use: the "
     "file is never imported in this process (built-in baselines still run in-process). "
     "Without --sandbox a local file runs as your own code, with your rights (your files, "
     "your network, the results database)")
-
-
 EPOCHS_HELP = "shorten training for a smoke run (stored as suite version V+eN, apart from "\
     "real results)"
 WORKERS_HELP = "processes training cell groups at once (default: one per core, $HARNESS_WORKERS)"
+
+
+def _training(verb: argparse.ArgumentParser) -> None:
+    """The flags of how cells train, the same for `run suite` and `profile`."""
+    verb.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides",
+                      help="override a hyperparameter of the objective (repeatable)")
+    verb.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    verb.add_argument("--epochs", type=int, help=EPOCHS_HELP)
+    verb.add_argument("--sandbox", action="store_true", help=SANDBOX_HELP)
+    verb.add_argument("--workers", type=int, metavar="N", help=WORKERS_HELP)
+    verb.add_argument("--draws-key", metavar="FILE", type=_key, help=DRAWS_KEY_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,24 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
                             "levels of each seed stream (init, data order, noise draw), "
                             "N**3 cells per objective and variant, stored apart from the "
                             "seeds; prints each stream's share of the variance")
-    suite.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides",
-                       help="override a hyperparameter of the objective (repeatable)")
-    suite.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     suite.add_argument("--mode", choices=("auto", "vmap", "loop"), default="auto",
                        help="seed batching: auto falls back to a loop when vmap fails")
-    suite.add_argument("--epochs", type=int, help=EPOCHS_HELP)
     suite.add_argument("--force", action="store_true", help="rerun cells already stored")
     suite.add_argument("--data-root", help="where real datasets live ($HARNESS_DATA)")
     suite.add_argument("--download", action="store_true",
                        help="download real datasets if missing (needs the network)")
     suite.add_argument("--json", action="store_true", help="print results as JSON")
-    suite.add_argument("--sandbox", action="store_true", help=SANDBOX_HELP)
     suite.add_argument("--row-order-from", metavar="URL",
                        help="with --sandbox: send each batch's rows to the loss in the order "
                             "that server's sandbox uses for this objective version (its key, "
                             "fetched with $HARNESS_TOKEN), so that `harness submit` can be "
                             "verified to the last bit; needs the network")
-    suite.add_argument("--workers", type=int, metavar="N", help=WORKERS_HELP)
+    _training(suite)
     suite.set_defaults(func=cmd_run_suite)
 
     prof = verbs.add_parser(
@@ -95,16 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("objective", help="file.py, built-in name or dotted module")
     prof.add_argument("--suites", nargs="+", metavar="S", help="only these suites")
     prof.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
-    prof.add_argument("--set", action="append", default=[], metavar="K=V", dest="overrides",
-                      help="override a hyperparameter of the objective (repeatable)")
     prof.add_argument("--baselines", action="store_true",
                       help="also run every suite's baselines where not stored, so the ranks "
                            "are among all of them (the default ranks among those stored)")
-    prof.add_argument("--epochs", type=int, help=EPOCHS_HELP)
-    prof.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    prof.add_argument("--sandbox", action="store_true", help=SANDBOX_HELP)
-    prof.add_argument("--workers", type=int, metavar="N", help=WORKERS_HELP)
     prof.add_argument("--json", action="store_true", help="print the profile as JSON")
+    _training(prof)
     prof.set_defaults(func=cmd_profile)
 
     demo = verbs.add_parser(
@@ -136,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("suite", nargs="?", help="default: every suite with results")
     results.add_argument("--variants", nargs="+", metavar="V")
     results.add_argument("--json", action="store_true")
+    results.add_argument("--draws-key", metavar="FILE", type=_key, help="runs under this key")
     results.set_defaults(func=cmd_results)
 
     submit = verbs.add_parser(
@@ -300,43 +305,13 @@ def _print_tables(results, args) -> int:
 
         print(json.dumps(finite_or_none(results.to_json()), indent=1, allow_nan=False))
         return 0
-    from harness.terminal import render_tables
+    from harness.terminal import render_across, render_tables
 
     tables = results.tables()
     render_tables(results.suite, tables.order, tables.rows, tables.columns)
     if tables.across is not None:
-        _render_across(results.suite, tables.drawn, tables.across, tables.left_out)
+        render_across(results.suite, tables.drawn, tables.across, tables.left_out)
     return 0
-
-
-def _render_across(suite, variants, rows, left_out) -> None:
-    """The across-variants table: per objective, the mean of its per-variant headline means
-    and its worst variant, formatted like the per-variant tables."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from harness.terminal import shown
-
-    head = suite.headline_metric
-    console = Console(width=None if sys.stdout.isatty() else 140)
-    title = (f"{suite.name} v{suite.version} · across variants · {head.label} "
-             f"({head.better} is better)")
-    table = Table(title=title, title_justify="left", header_style="bold",
-                  min_width=len(title))
-    table.add_column("objective")
-    table.add_column(f"mean over {len(variants)} variants", justify="right")
-    table.add_column("worst variant", justify="right")
-    for r in rows:
-        name = shown(r.objective) + (" (ref)" if r.is_reference else "")
-        table.add_row(name, head.format(r.mean),
-                      f"{head.format(r.worst)} ({shown(r.worst_variant)})")
-    console.print(table)
-    notes = [f"across variants: mean over {', '.join(variants)} of each objective's "
-             f"per-variant mean; worst = its worst variant ({head.better} is better)"]
-    if left_out:
-        notes.append(f"left out (no result on every shown variant): "
-                     f"{', '.join(shown(x) for x in left_out)}")
-    console.print("\n".join(notes), highlight=False)
 
 
 # --- submit ---------------------------------------------------------------------------
@@ -470,6 +445,13 @@ def _seed(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"a seed is an integer from 0, got {text!r}")
     return value
+
+
+def _key(path: str) -> str:
+    try:
+        return draws.read_key_file(path)
+    except draws.DrawsKeyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _say(message: str, args) -> None:  # args: a namespace, --json or not

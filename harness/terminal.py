@@ -216,3 +216,28 @@ def _share(source) -> str:
         return "–"
     return (f"{100 * source.share:.0f}% [{100 * source.share_low:.0f}, "
             f"{100 * source.share_high:.0f}]")
+
+
+def render_across(suite: Suite, variants: list[str], rows: list, left_out: list[str]) -> None:
+    """The across-variants table: per objective, the mean of its per-variant headline means
+    and its worst variant, formatted like the per-variant tables."""
+    head = suite.headline_metric
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    title = (f"{suite.name} v{suite.version} · across variants · {head.label} "
+             f"({head.better} is better)")
+    table = Table(title=title, title_justify="left", header_style="bold",
+                  min_width=len(title))
+    table.add_column("objective")
+    table.add_column(f"mean over {len(variants)} variants", justify="right")
+    table.add_column("worst variant", justify="right")
+    for r in rows:
+        name = shown(r.objective) + (" (ref)" if r.is_reference else "")
+        table.add_row(name, head.format(r.mean),
+                      f"{head.format(r.worst)} ({shown(r.worst_variant)})")
+    console.print(table)
+    notes = [f"across variants: mean over {', '.join(variants)} of each objective's "
+             f"per-variant mean; worst = its worst variant ({head.better} is better)"]
+    if left_out:
+        notes.append(f"left out (no result on every shown variant): "
+                     f"{', '.join(shown(x) for x in left_out)}")
+    console.print("\n".join(notes), highlight=False)

@@ -205,6 +205,14 @@ def accept(user, parsed: Parsed) -> Upload:
     """Check ``parsed`` against the server (suite version, seeds, name, code), store it and
     queue its sample; :class:`UploadError` before anything is stored."""
     suite = configured(parsed.suite)
+    from harness.contract import draws
+
+    if draws.keyed():  # its own cells are drawn from its key: public-draw numbers never equal
+        raise UploadError(409, "this server ranks cells drawn from its secret key "
+                          "(docs/sandbox.md, keyed draws), which no local run can reproduce: "
+                          "results run on public draws cannot be verified here. Submit the "
+                          "objective's code on the Submit page (/submit/) instead, "
+                          "and the server runs it on its keyed cells.")
     if parsed.suite_version != suite.version:
         raise UploadError(409, f"the results are of {suite.name} version "
                           f"{parsed.suite_version}; this server runs version {suite.version} "

@@ -58,7 +58,9 @@ ENVIRONMENT = (("torch version", ("packages", "torch")),
                # HARNESS_SANDBOX_KEY): a position-dependent op (pow, sigmoid) sees its
                # values in other places under another key, so the last bits can move.
                # (How many cells shared a job no longer matters: harness/contract/chunks.py.)
-               ("the sandbox's secret row order (its key)", ("sandbox", "row_order")))
+               ("the sandbox's secret row order (its key)", ("sandbox", "row_order")),
+               # public seeds, or a key every stream was drawn from (harness.contract.draws)
+               ("the draws (public, or a server's key)", ("draws",)))
 SHOWN_DIFFERENCES = 200  # stored per upload: enough to see the pattern
 
 

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from harness.contract import draws
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -55,12 +57,15 @@ def factors(seed: int) -> tuple[int, int, int] | None:
 
 
 def stream_seed(seed: int, purpose: str, *extra: str | int) -> int:
-    """A 63-bit integer seed for ``purpose``; stable across processes and platforms.
+    """A 63-bit integer seed for ``purpose``; stable across processes and platforms, and
+    an HMAC of the draws key where one is set (:mod:`harness.contract.draws`).
 
     For a factorial seed the purpose's own factor level stands in for the seed."""
     levels = factors(int(seed))
     if levels is not None:
         seed = levels[FACTORS.index(purpose) if purpose in FACTORS[:2] else 2]
+    if draws.keyed():  # a server's secret draws (harness.contract.draws)
+        return draws.derive("stream", int(seed), purpose, *extra)
     import numpy as np  # here: suite declarations import this module's names, not numpy
 
     words = [int(seed)] + [_word(x) for x in (purpose, *extra)]

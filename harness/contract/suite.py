@@ -252,6 +252,10 @@ class Variant:
         if self.held_out_of:  # the draws are the secret's: a rotated one is another variant
             from harness.contract import heldout
             payload["secret"] = heldout.fingerprint()
+        from harness.contract import draws
+
+        if draws.keyed():  # every stream drawn from a key: results under another are apart
+            payload["draws"] = draws.fingerprint()
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -110,6 +110,10 @@ def key(suite: Suite, fixture: Fixture, seed: int | None,
                "fixture": fixture.name, "builder": fixture.builder,
                "config": {**fixture.config, **(config or {})}, "seed": seed,
                "code": code_hash((builder_module, *fixture.code))}
+    from harness.contract import draws
+
+    if draws.keyed():  # built from keyed draws: another entry (public keys stay as they were)
+        payload["draws"] = draws.fingerprint()
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

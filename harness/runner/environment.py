@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
 
+from harness.contract import draws
+
 PACKAGES = ("objective-harness", "torch", "numpy", "scipy", "scikit-learn")
 
 
@@ -44,4 +46,6 @@ def environment(device: str = "cpu") -> dict[str, object]:
         # the vector unit torch's CPU kernels use: numbers match bit for bit only between
         # machines with the same one (and the same threads, versions and device)
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        # "public", or the fingerprint of the key every stream was drawn from
+        "draws": draws.fingerprint(),
     }

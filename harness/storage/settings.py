@@ -18,7 +18,12 @@ from harness.storage.home import data_dir
 def database_from_url(url: str | None) -> dict:
     """Django DATABASES entry from a URL (postgres:// or sqlite:///path); None means embedded."""
     if not url:
-        path = data_dir() / "harness.sqlite3"
+        from harness.contract import draws
+
+        # results drawn under a key (harness run --draws-key) in a database of their own:
+        # never mixed with, nor replacing, the public ones
+        folder = data_dir() if not draws.keyed() else data_dir() / f"draws-{draws.fingerprint()}"
+        path = folder / "harness.sqlite3"
         path.parent.mkdir(parents=True, exist_ok=True)
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path),
                 "OPTIONS": {"timeout": 30}}

@@ -96,11 +96,15 @@ def held_out_cells() -> Q:
 
 def finished_cells(version: ObjectiveVersion, suite: Suite, variants: Iterable[str],
                    seeds: Iterable[int]) -> set[tuple[str, int]]:
-    """(variant, seed) pairs already stored with a final status."""
+    """(variant, seed) pairs already stored with a final status, from the draws this process
+    makes (the variant's hash names a held-out secret and a draws key): a cell drawn under
+    another is not this run's result, and running it again replaces it."""
+    hashes = {v: suite.variant(v).config_hash(suite) for v in variants}
     rows = Cell.objects.filter(version=version, suite=suite.name, suite_version=suite.version,
-                               variant__in=list(variants), seed__in=list(seeds),
+                               variant__in=list(hashes), seed__in=list(seeds),
                                status__in=Cell.FINISHED)
-    return set(rows.values_list("variant", "seed"))
+    return {(v, s) for v, s, h in rows.values_list("variant", "seed", "variant_hash")
+            if h == hashes[v]}
 
 
 @transaction.atomic

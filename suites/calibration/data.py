@@ -46,9 +46,23 @@ class Splits:
     # of the noise shift; 1 for standardized features)
 
 
-@lru_cache(maxsize=1)
+def _split_seed() -> int:
+    """The splits' and shifts' seed: public, or drawn from the draws key where one is set
+    (:mod:`harness.contract.draws`)."""
+    from harness.contract import draws
+
+    return draws.seed(SPLIT_SEED, "calibration-split")
+
+
 def synthetic() -> Splits:
     """The headline data set (deterministic: the same arrays on every machine)."""
+    from harness.contract import draws
+
+    return _synthetic(draws.fingerprint())
+
+
+@lru_cache(maxsize=2)
+def _synthetic(_draws: str) -> Splits:  # one per draws key: a keyed split is another split
     from sklearn.datasets import make_classification
     from sklearn.model_selection import train_test_split
 
@@ -57,9 +71,9 @@ def synthetic() -> Splits:
                                flip_y=0.05, random_state=DATASET_SEED)
     train, val, test = SIZES
     x_tr, x_rest, y_tr, y_rest = train_test_split(x, y, train_size=train, stratify=y,
-                                                  random_state=SPLIT_SEED)
+                                                  random_state=_split_seed())
     x_va, x_te, y_va, y_te = train_test_split(x_rest, y_rest, train_size=val, test_size=test,
-                                              stratify=y_rest, random_state=SPLIT_SEED)
+                                              stratify=y_rest, random_state=_split_seed())
     mean, std = x_tr.mean(axis=0), x_tr.std(axis=0)
 
     def standard(a: np.ndarray) -> np.ndarray:
@@ -69,16 +83,22 @@ def synthetic() -> Splits:
                   standard(x_te), y_te.astype(np.int64), 10, np.ones(x.shape[1], np.float32))
 
 
-@lru_cache(maxsize=1)
 def digits() -> Splits:
     """Digits: the project's 1000 training samples; its 797 test samples as 397/400."""
+    from harness.contract import draws
+
+    return _digits(draws.fingerprint())
+
+
+@lru_cache(maxsize=2)
+def _digits(_draws: str) -> Splits:  # one per draws key: a keyed split is another split
     from sklearn.model_selection import train_test_split
 
     from harness.data.digits import digits_split
 
     x_tr, y_tr, x_rest, y_rest = digits_split()
     x_va, x_te, y_va, y_te = train_test_split(x_rest, y_rest, train_size=397, stratify=y_rest,
-                                              random_state=SPLIT_SEED)
+                                              random_state=_split_seed())
     return Splits(x_tr, y_tr, x_va, y_va, x_te, y_te, 10, x_tr.std(axis=0).astype(np.float32))
 
 
@@ -94,7 +114,7 @@ def cifar10(root: str | None = None, download: bool = False) -> Splits:
 
     ds = load_cifar10(data_root(root), download=download)
     x_tr, x_va, y_tr, y_va = train_test_split(ds.x_train, ds.y_train, test_size=0.1,
-                                              stratify=ds.y_train, random_state=SPLIT_SEED)
+                                              stratify=ds.y_train, random_state=_split_seed())
     return Splits(x_tr, y_tr, x_va, y_va, ds.x_test, ds.y_test, ds.num_classes,
                   x_tr.std(axis=0).astype(np.float32))
 
@@ -118,7 +138,7 @@ def shifted(data: Splits, kind: str, severity: float) -> np.ndarray:
         raise ValueError("a dropout severity is a probability: in [0, 1]")
     if severity == 0:
         return data.x_test
-    rng = np.random.default_rng([SPLIT_SEED, SHIFT_KINDS.index(kind), round(severity * 1000)])
+    rng = np.random.default_rng([_split_seed(), SHIFT_KINDS.index(kind), round(severity * 1000)])
     if kind == "noise":
         noise = rng.standard_normal(data.x_test.shape) * data.scale * severity
         return (data.x_test + noise).astype(np.float32)

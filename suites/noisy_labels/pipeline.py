@@ -204,9 +204,9 @@ def load_dataset(name: str, root: str | None, download: bool, *,
                  split: int | None = None) -> Dataset:
     """``split``: a held-out variant's draw of the train/test split (digits only)."""
     if name == "digits":
-        from harness.data.digits import SPLIT_SEED, digits_split
+        from harness.data.digits import digits_split
 
-        x_tr, y_tr, x_te, y_te = digits_split(SPLIT_SEED if split is None else split)
+        x_tr, y_tr, x_te, y_te = digits_split(split)
         return Dataset(x_tr, y_tr, x_te, y_te, 10)
     if split is not None:
         raise ValueError(f"a held-out split of {name} is not supported (digits only)")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.contract import draws
 from suites.tta import CORRUPTIONS, HELD_OUT, SEVERITIES
 from suites.tta import model as m
 
@@ -22,7 +23,8 @@ BASE_SEED = 20_261_202  # image i of corruption c: RandomState(BASE_SEED + 10⁴
 def corruption_seed(c: int) -> int:
     """The seed of corruption ``c``'s first image. Every severity draws the same random
     numbers for an image, so its severities differ only by their parameters."""
-    return BASE_SEED + 10_000 * c
+    # keyed: 31 bits, so that the image offsets added to it stay a RandomState seed
+    return draws.seed(BASE_SEED + 10_000 * c, "tta-corruption", bits=31)
 
 
 def build_digits_c(config: dict[str, Any], seed: int | None) -> dict[str, np.ndarray]:
@@ -71,14 +73,15 @@ def train_source(architecture: str, x: np.ndarray, y: np.ndarray, seed: int, *, 
                  lr: float, batch_size: int, device: str = "cpu") -> dict[str, torch.Tensor]:
     """Plain CE with Adam, shuffled batches from ``default_rng(seed)``; running statistics
     updated as ``nn.BatchNorm`` does."""
-    params = {k: v.to(device) for k, v in m.init(architecture, seed).items()}
+    params = {k: v.to(device) for k, v in m.init(
+        architecture, draws.seed(seed, "tta-source-init")).items()}
     trained = [n for n in params if "running" not in n]
     running = {n: params[n] for n in params if "running" in n}
     for n in trained:
         params[n].requires_grad_(True)
     opt = torch.optim.Adam([params[n] for n in trained], lr=lr)
     xs, ys = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(draws.seed(seed, "tta-source-order"))
     for _ in range(epochs):
         order = torch.from_numpy(rng.permutation(len(y))).to(device)
         for start in range(0, len(y) - 1, batch_size):

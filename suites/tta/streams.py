@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.contract import draws
+
 SCENARIOS = ("iid", "continual", "correlated", "mixed", "small-batch", "label-shift",
              "gradual")
 GRADUAL = (1, 2, 3, 4, 5, 4, 3, 2, 1)  # severities of each corruption, in turn
@@ -45,7 +47,7 @@ def build(scenario: str, labels: np.ndarray, *, corruptions: int, heldout: int, 
     and label-shifted orders need the labels; the trainer never sees them)."""
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r} (scenarios: {', '.join(SCENARIOS)})")
-    rng = np.random.default_rng([seed, SCENARIOS.index(scenario)])
+    rng = np.random.default_rng([draws.seed(seed, "tta-stream"), SCENARIOS.index(scenario)])
     n = len(labels)
     pool = np.arange(n)
     every = range(corruptions)

@@ -270,8 +270,8 @@ def test_across_variants_table_names_the_worst_variant(shared, table):
 
 
 def test_across_variants_leaves_out_incomplete_objectives_and_says_so(capsys):
-    from harness.cli import _render_across
     from harness.report.tables import CellRow, across_variants
+    from harness.terminal import render_across
 
     rows = [CellRow(o, v, s, "ok", {"rmse": x}) for o, v, s, x in (
         ("mse", "clean", 0, 0.5), ("mse", "clean", 1, 0.7), ("mse", "noisy", 0, 1.1),
@@ -291,7 +291,7 @@ def test_across_variants_leaves_out_incomplete_objectives_and_says_so(capsys):
     assert higher[0].worst_variant == "clean"  # the smallest mean when higher is better
 
     suite = get_suite("noisy-labels")
-    _render_across(suite, ["clean", "noisy"], across, left_out)
+    render_across(suite, ["clean", "noisy"], across, left_out)
     out = capsys.readouterr().out
     head = suite.headline_metric
     assert "across variants" in out and "mean over 2 variants" in out

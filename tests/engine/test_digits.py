@@ -3,7 +3,7 @@ partition, and the copy kept beside the fixtures (docs/fixtures.md)."""
 
 import numpy as np
 
-from harness.data.digits import digits_split
+from harness.data.digits import _digits_split, digits_split
 
 
 def test_digits_split_shapes_range_and_determinism():
@@ -14,7 +14,7 @@ def test_digits_split_shapes_range_and_determinism():
     for x in (x_tr, x_te):
         assert x.min() >= 0.0 and x.max() <= 1.0
     assert x_tr.max() == 1.0
-    digits_split.cache_clear()
+    _digits_split.cache_clear()
     again = digits_split()
     for a, b in zip((x_tr, y_tr, x_te, y_te), again, strict=True):
         np.testing.assert_array_equal(a, b)
@@ -24,21 +24,21 @@ def test_the_public_split_is_kept_on_disk_and_read_back_exactly(tmp_path, monkey
     from harness.data import digits
 
     monkeypatch.setenv("HARNESS_FIXTURES", str(tmp_path))
-    digits_split.cache_clear()
+    _digits_split.cache_clear()
     fresh = digits._split(digits.SPLIT_SEED)  # scikit-learn's draw, no cache involved
     try:
         written = digits_split()
         [path] = (tmp_path / "digits").iterdir()  # no temporary file left
         assert path.name.startswith(f"split-{digits.SPLIT_SEED}-sklearn-")
-        digits_split.cache_clear()
+        _digits_split.cache_clear()
         read = digits_split()
         digits_split(7)  # another split (a held-out secret's) is never written
         assert list((tmp_path / "digits").iterdir()) == [path]
         path.write_bytes(b"not an npz")  # unreadable: drawn again and rewritten
-        digits_split.cache_clear()
+        _digits_split.cache_clear()
         again = digits_split()
         path.write_bytes(path.read_bytes()[:1000])  # a damaged archive: the same
-        digits_split.cache_clear()
+        _digits_split.cache_clear()
         mended = digits_split()
         for got in (written, read, again, mended):
             for a, b in zip(got, fresh, strict=True):
@@ -46,7 +46,7 @@ def test_the_public_split_is_kept_on_disk_and_read_back_exactly(tmp_path, monkey
                 np.testing.assert_array_equal(a, b)
         assert np.load(path)["y_test"].shape == (797,)
     finally:
-        digits_split.cache_clear()
+        _digits_split.cache_clear()
 
 
 def test_digits_split_stratified_partition():

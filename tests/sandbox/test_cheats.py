@@ -67,3 +67,22 @@ def test_a_cheat_scores_as_plain_ce(name, found, ce_sandboxed):
     assert abs(_accuracy(results) - ce_sandboxed) < SEED_NOISE
     for r in results:
         assert found in r.captured, r.captured[-2000:]
+
+
+@pytest.mark.slow
+def test_under_a_draws_key_the_order_cheat_finds_nothing_even_in_public_row_order(
+        tmp_path, monkeypatch, capfd):
+    """A loss that knows which samples its batch holds knows their clean labels (the issue's
+    routes: `state` across epochs, `progress`, a histogram of the targets). Here it is
+    handed that advantage outright: trusted, in-process, rows in place. Under a draws key
+    (harness.contract.draws) the split, the noise and the order are the key's, so the
+    public tables it ships match nothing and it scores as CE under the same key."""
+    path = tmp_path / "order_labels.py"
+    path.write_text(_code("order_labels"))  # the public clean labels: all it can know
+    monkeypatch.setenv("HARNESS_DRAWS_KEY", "a-key-for-the-tests-only")
+    ce = _accuracy(run_cells(SUITE, load_objective("ce"), [VARIANT], SEEDS))
+    capfd.readouterr()
+    cheat = _accuracy(run_cells(SUITE, load_objective(str(path)), [VARIANT], SEEDS))
+    printed = capfd.readouterr().out
+    assert "order recovered" not in printed.replace("not recovered", "")
+    assert abs(cheat - ce) < SEED_NOISE, (cheat, ce)

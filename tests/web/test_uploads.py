@@ -349,6 +349,16 @@ def test_an_objective_name_of_another_user_is_refused(token):
     assert Upload.objects.count() == before
 
 
+def test_a_keyed_server_refuses_public_draw_results_and_says_what_to_do(
+        token, monkeypatch, client):
+    """Its cells are drawn from its key: a public-draw upload could never verify."""
+    monkeypatch.setenv("HARNESS_DRAWS_KEY", "the-server-draws-key")
+    response = post(body(), token)
+    assert response.status_code == 409 and "Submit page" in response.json()["error"]
+    assert nothing_stored()
+    assert "keyed draws (" in client.get("/api/").content.decode()  # every page's footer
+
+
 def test_the_per_user_cap_counts_the_sample(token, settings):
     settings.MAX_QUEUED_CELLS_PER_USER = 1
     response = post(body(), token)  # a sample of 2 cells

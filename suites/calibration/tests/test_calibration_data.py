@@ -25,7 +25,7 @@ def test_synthetic_splits_are_the_declared_sizes_stratified_and_disjoint():
 
 
 def test_synthetic_is_the_same_every_time():
-    a, b = cal_data.synthetic(), cal_data.synthetic.__wrapped__()
+    a, b = cal_data.synthetic(), cal_data._synthetic.__wrapped__("public")
     for name in ("x_train", "y_train", "x_val", "y_val", "x_test", "y_test"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
 

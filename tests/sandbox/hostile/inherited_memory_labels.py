@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from harness.data import digits as data
 
 modules = sorted(n for n in sys.modules if n.split(".")[0] in ("sklearn", "scipy", "webapp"))
-cached = data.digits_split.cache_info().currsize
+cached = data._digits_split.cache_info().currsize
 print(f"FOUND modules={modules} cached={cached}", flush=True)
 arrays = [o for o in gc.get_objects() if isinstance(o, np.ndarray)
           and o.dtype.kind in "iu" and o.shape in [(797,), (1797,)]]
