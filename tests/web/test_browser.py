@@ -71,6 +71,19 @@ def sign_up(page, username: str) -> None:
     assert username in page.inner_text("header")
 
 
+def assert_accessible(page) -> None:
+    """axe-core (the copy axe-playwright-python bundles) finds nothing serious or critical
+    on the page as it stands: the WCAG 2 A/AA rules and axe's best practices."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page).response["violations"]
+    bad = [f"{v['id']} ({v['impact']}): {v['help']} — "
+           + "; ".join(n["target"][0] if isinstance(n["target"][0], str) else str(n["target"])
+                       for n in v["nodes"][:3])
+           for v in found if v["impact"] in ("serious", "critical")]
+    assert not bad, f"{page.url}:\n" + "\n".join(bad)
+
+
 def fill_submission(page, name: str, code: str, seeds: int = 2,
                     suite: str = "noisy-labels") -> None:
     page.goto(page.base + "/submit/")
@@ -96,17 +109,24 @@ def test_submit_train_and_find_it_on_the_leaderboard(page, browser):
     page.wait_for_selector("#run-state:has-text('Finished')", timeout=240_000)
     assert page.evaluate("window.__noReload") == 1
     assert page.locator("span[data-count=ok]").inner_text() == "4"
+    assert_accessible(page)
 
     page.goto(page.base + "/")
     assert "sharp-ce" in page.inner_text("main")
+    assert_accessible(page)
     page.goto(page.base + "/suites/calibration/")
     assert "sharp-ce" in page.inner_text("main")
     page.wait_for_selector(".plot svg.main-svg")
     points = page.locator(".plot svg .point").count()
     assert points >= 2, "the per-seed plot drew no points"
+    assert_accessible(page)
 
     page.goto(page.base + "/objectives/sharp-ce/")
     assert "secret-marker-7f3a" in page.inner_text("main")  # the owner sees the code
+    page.wait_for_selector(".plot svg.main-svg")
+    assert_accessible(page)
+    page.goto(page.base + "/submit/")
+    assert_accessible(page)
 
     # A second user never sees the private code, on the page or through the API.
     page.click("header button:has-text('Log out')")
@@ -326,6 +346,11 @@ def test_performance_profiles_and_the_cd_diagram_render(page):
     cd = page.locator("#cd-data-plot")
     assert cd.locator("text=critical difference 1.66").count() == 1  # the legend entry
     assert errors == []
+    page.goto(f"{page.base}/objectives/gce/compare/")  # against the reference, on phones too
+    page.wait_for_selector(".plot[data-rendered='true']")
+    assert_accessible(page)
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert_accessible(page)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -101,7 +101,8 @@ def highlight_python(code: str):
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
     except ImportError:  # pragma: no cover - pygments ships with rich
-        return mark_safe(f'<pre class="code">{escape(code)}</pre>')
+        return mark_safe(f'<pre class="code" tabindex="0">{escape(code)}</pre>')
     html = highlight(code, PythonLexer(), HtmlFormatter(cssclass="code highlight",
                                                         linenos=False))
-    return mark_safe(html)  # pygments escapes the source
+    # pygments escapes the source; a block wider than a phone scrolls, so it takes focus
+    return mark_safe(html.replace("<pre>", '<pre tabindex="0">', 1))
