@@ -7,7 +7,10 @@
 #   docker compose up --build                                          # the full stack
 #
 # bookworm: the Debian release the project's machines (and scripts/services.sh) use.
-FROM python:3.11-slim-bookworm
+# BASE: another image with Python 3.11 on bookworm (a local stand-in where no registry is
+# reachable: docs/deploying.md); the default is everyone else's.
+ARG BASE=python:3.11-slim-bookworm
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

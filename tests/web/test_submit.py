@@ -451,8 +451,14 @@ def test_the_objective_page_links_to_its_runs_while_they_run(client_a, client):
     html = client.get("/objectives/my-loss/").content.decode()
     assert f'href="/runs/{submission.pk}/">Run #{submission.pk}</a>: {VARIANTS} of its ' \
            f"{VARIANTS} cells queued or running" in html
+    home = client.get("/").content.decode()  # on the board before its first cell lands
+    assert (f'<a href="/objectives/my-loss/">my loss</a>: <a href="/runs/{submission.pk}/">'
+            f"run #{submission.pk}</a>, {VARIANTS} of its {VARIANTS} cells") in home
     submission.cells.update(status="ok")
     assert "runs-in-progress" not in client.get("/objectives/my-loss/").content.decode()
+    assert "runs-on-board" not in client.get("/").content.decode()
+    submit(client_a, seeds=1, name="hidden loss", visibility="private")
+    assert "hidden loss" not in client.get("/").content.decode()  # private: nobody else's
 
 
 def test_a_groups_time_is_shown_once_on_its_first_row(client_a):

@@ -38,12 +38,13 @@ from webapp.leaderboard.profiles import (
     objective_suites,
     objective_view,
     runs_in_progress,
+    runs_on_board,
     stored_slug_of,
 )
 
 __all__ = ["KINDS", "RANK_METHOD", "HomeView", "NotFound", "ObjectiveView", "SuiteView",
            "compare", "export_tables", "family_plot", "family_series", "home_table",
            "home_view", "objective_choices", "objective_profile", "objective_suites",
-           "objective_view", "runs_in_progress", "strip_plot", "suite_page", "suite_summary",
-           "suite_view", "stored_slug_of", "table_page", "table_page_json", "variant_axis",
-           "variant_table", "visible_rows"]
+           "objective_view", "runs_in_progress", "runs_on_board", "strip_plot", "suite_page",
+           "suite_summary", "suite_view", "stored_slug_of", "table_page", "table_page_json",
+           "variant_axis", "variant_table", "visible_rows"]

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q
 
 from harness.contract.registry import all_suites
 from harness.contract.suite import Suite
@@ -303,6 +303,20 @@ def runs_in_progress(slug: str) -> list[dict]:
             .annotate(pending=pending, total=Count("cells")).filter(pending__gt=0)
             .order_by("-created", "-id").values("id", "pending", "total"))
     return list(runs)
+
+
+def runs_on_board(limit: int = 10) -> list[dict]:
+    """Public objectives' submitted runs with cells still queued or running, newest first
+    (the home page lists them under the board: a submission is on the board before its
+    first cell lands): {"id", "slug", "name", "pending", "total"}."""
+    pending = Count("cells", filter=Q(cells__status__in=(Cell.QUEUED, Cell.RUNNING)))
+    runs = (Submission.objects.filter(version__objective__visibility=Objective.PUBLIC)
+            .exclude(version__objective__in=store.unlisted_objectives())
+            .annotate(pending=pending, total=Count("cells")).filter(pending__gt=0)
+            .order_by("-created", "-id")
+            .values("id", "pending", "total", slug=F("version__objective__slug"),
+                    name=F("version__objective__name")))
+    return list(runs[:limit])
 
 
 def objective_choices() -> list[dict]:

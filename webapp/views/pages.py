@@ -25,7 +25,8 @@ def home(request: HttpRequest) -> HttpResponse:
                                   request.GET.get("kind") or "all")
     except NotFound as exc:
         return _not_found(request, exc)
-    return render(request, "webapp/home.html", {"body": body})
+    return render(request, "webapp/home.html", {
+        "body": body, "runs": leaderboard.runs_on_board()})  # live, so never in the cached body
 
 
 def suite(request: HttpRequest, name: str) -> HttpResponse:
