@@ -231,8 +231,8 @@ def strip(payload: Mapping) -> Figure:
 
 def family(payload: Mapping) -> Figure:
     """The headline across each family of variants (noise rate, ε, …): a panel per family,
-    per objective the mean with its CI band; a line and its band break where the objective
-    did not run a variant.
+    on one y scale, per objective the mean with its CI band; a line and its band break
+    where the objective did not run a variant.
 
     ``payload`` (``webapp.leaderboard.plots.family_plot``): ``{"metric": label, "spec":
     metric spec, "shown": int, "families": [{"name", "x_label", "variants": [name], "lines":
@@ -266,9 +266,11 @@ def family(payload: Mapping) -> Figure:
         layout[_axis_key("x", k)] = {
             "title": {"text": f"{escape(fam['x_label'])} · {escape(fam['name'])}"},
             "gridcolor": GRID, "zeroline": False}
+        # one metric on every panel: one scale, so that panels compare at a glance and a
+        # panel of one variant is not zoomed into its own interval
         layout[_axis_key("y", k)] = {
             "title": {"text": escape(payload["metric"]) + _unit(spec) if k == 0 else ""},
-            "gridcolor": GRID, "zeroline": False}
+            "gridcolor": GRID, "zeroline": False, **({"matches": "y"} if k else {})}
         for line in fam["lines"]:
             label = line["label"]
             color, symbol = styles[label]
@@ -551,8 +553,11 @@ def across_suites(payload: Mapping) -> Figure:
 
 def cd(payload: Mapping) -> Figure:
     """Demšar's critical-difference diagram as a dot plot: mean rank across (1 = best), one
-    row per objective (best on top), a shaded box over each group the critical difference
-    cannot separate, and the critical difference as a bar from the best.
+    row per objective (best on top), the critical difference as a bar from the best, and
+    each group the critical difference cannot separate as a bar of its own lane right of
+    the ranks, over the rows it joins (lanes never overlap, however many groups share
+    rows). Where the CD spans most of the ranks, a line under the plot says that the ranks
+    are mostly not resolved.
 
     ``payload`` (``webapp.leaderboard.ranking.critical_difference``): ``{"variants",
     "alpha", "cd": float, "friedman_p", "objectives": [{"label", "is_reference",
@@ -561,27 +566,44 @@ def cd(payload: Mapping) -> Figure:
     objectives = payload["objectives"]
     names = [escape(o["label"]) for o in objectives]
     ranks = [o["mean_rank"] for o in objectives]
+    n = len(objectives)
     traces = [{"x": ranks, "y": names, "type": "scatter", "mode": "markers",
                "marker": {"size": 9, "color": "#2a6fb0"}, "name": "mean rank",
                "showlegend": False, "hovertemplate": "%{y}: mean rank %{x:.2f}<extra></extra>"}]
-    shapes = [{"type": "rect", "xref": "x", "yref": "y", "layer": "below", "line": {"width": 0},
-               "fillcolor": "rgba(120,120,120,0.16)", "x0": ranks[g[0]] - 0.15,
-               "x1": ranks[g[1]] + 0.15, "y0": g[0] - 0.4, "y1": g[1] + 0.4}
-              for g in payload["groups"]]
+    lane = n + 0.5 + LANE  # the groups' lanes start right of the last possible rank
+    for k, (first, last) in enumerate(payload["groups"]):
+        traces.append({"x": [lane + k * LANE] * 2, "y": [names[first], names[last]],
+                       "type": "scatter", "mode": "lines",
+                       "line": {"width": 5, "color": "rgba(90,90,90,0.55)"},
+                       "name": "not separated by the CD", "legendgroup": "groups",
+                       "showlegend": k == 0, "hoverinfo": "text",
+                       "text": f"{names[first]} … {names[last]}: not separated"})
     width = payload["cd"]
     shown = Decimal(width).quantize(Decimal("0.01"), ROUND_HALF_UP)  # JavaScript's toFixed(2)
-    traces.append({"x": [ranks[0], ranks[0] + width], "y": [names[0], names[0]],
-                   "type": "scatter", "mode": "lines+markers",
-                   "line": {"width": 2, "color": "#b03a2e"},
-                   "marker": {"symbol": "line-ns-open", "size": 12, "color": "#b03a2e"},
-                   "name": f"critical difference {shown}", "hoverinfo": "name"})
+    traces.insert(1, {"x": [ranks[0], ranks[0] + width], "y": [names[0], names[0]],
+                      "type": "scatter", "mode": "lines+markers",
+                      "line": {"width": 2, "color": "#b03a2e"},
+                      "marker": {"symbol": "line-ns-open", "size": 12, "color": "#b03a2e"},
+                      "name": f"critical difference {shown}", "hoverinfo": "name"})
+    notes = []
+    if n > 2 and width > 0.5 * (n - 1):
+        notes.append({"text": f"The critical difference ({shown}) spans more than half of the "
+                              f"{n} ranks: with {len(payload['variants'])} variants most ranks are "
+                              f"not resolved.", "xref": "paper", "yref": "paper", "x": 0,
+                      "y": 1.0, "yanchor": "bottom", "xanchor": "left", "showarrow": False,
+                      "font": {"size": 12, "color": "#b03a2e"}})
+    groups = len(payload["groups"])
     return {"data": traces, "layout": _layout(
         xaxis={"title": {"text": "mean rank over the ranked variants (1 = best)"},
-               "range": [0.5, len(objectives) + 0.5], "gridcolor": GRID, "zeroline": False},
+               "range": [0.5, n + 0.5 + LANE * (groups + 1) * bool(groups)],
+               "tickvals": list(range(1, n + 1)), "gridcolor": GRID, "zeroline": False},
         yaxis={"autorange": "reversed", "automargin": True, "type": "category",
                "categoryarray": names},
-        shapes=shapes, height=max(240, 26 * len(objectives) + 90),
-        legend={"orientation": "h", "y": -0.2})}
+        annotations=notes, margin={"l": 64, "r": 16, "t": 44 if notes else 28, "b": 48},
+        height=max(240, 26 * n + 90), legend={"orientation": "h", "y": -0.2})}
+
+
+LANE = 0.3  # rank units between the CD diagram's group lanes
 
 
 def variance(payload: Mapping) -> Figure:

@@ -189,6 +189,8 @@ def test_family_bands_break_at_a_missing_variant_and_hidden_lines_are_legend_onl
     assert _title(fig, "xaxis2") == "noise rate · digits/asymmetric"
     assert _title(fig, "yaxis") == "test accuracy (%)" and _title(fig, "yaxis2") == ""
     assert fig["layout"]["grid"] == {"rows": 1, "columns": 2, "pattern": "independent"}
+    # one metric, one scale: a panel of one point is not zoomed into its own interval
+    assert "matches" not in fig["layout"]["yaxis"] and fig["layout"]["yaxis2"]["matches"] == "y"
 
 
 def test_family_values_are_drawn_to_six_significant_digits():
@@ -301,20 +303,23 @@ def test_profile_shows_eight_lines_and_the_reference():
     assert fig["layout"]["yaxis"]["tickformat"] == ".0%"
 
 
-def test_cd_boxes_each_group_and_draws_the_critical_difference():
+def test_cd_gives_each_group_a_lane_and_draws_the_critical_difference():
     fig = build("cd", CD)
-    ranks, bar = fig["data"]
+    ranks, bar, first, second = fig["data"]
     assert ranks["y"] == ["gce", "ce", "mae"] and ranks["x"] == [1.25, 2.0, 2.75]
     assert bar["x"] == [1.25, 1.25 + 1.6577] and bar["y"] == ["gce", "gce"]
     assert bar["name"] == "critical difference 1.66"
-    first, second = fig["layout"]["shapes"]
-    assert (first["x0"], first["x1"], first["y0"], first["y1"]) == \
-        pytest.approx((1.1, 2.15, -0.4, 1.4))
-    assert (second["x0"], second["x1"]) == pytest.approx((1.85, 2.9))
-    assert fig["layout"]["xaxis"]["range"] == [0.5, 3.5]
+    # the two overlapping groups (rows 0–1 and 1–2) in lanes of their own, right of rank 3
+    assert (first["x"], first["y"]) == ([3.8, 3.8], ["gce", "ce"])
+    assert (second["x"], second["y"]) == (pytest.approx([4.1, 4.1]), ["ce", "mae"])
+    assert [first["showlegend"], second["showlegend"]] == [True, False]
+    assert fig["layout"]["xaxis"]["range"] == pytest.approx([0.5, 4.4])
     assert fig["layout"]["yaxis"]["categoryarray"] == ["gce", "ce", "mae"]
+    assert fig["layout"]["annotations"][0]["text"].startswith(
+        "The critical difference (1.66) spans more than half of the 3 ranks")
     assert build("cd", {**CD, "cd": 1.125})["data"][1]["name"] == \
         "critical difference 1.13"  # half up, as JavaScript's toFixed
+    assert build("cd", {**CD, "cd": 0.9})["layout"]["annotations"] == []  # under half
 
 
 def test_variance_bars_in_percent_with_their_interval():
@@ -414,3 +419,18 @@ def test_across_suites_draws_one_panel_per_scored_suite():
     assert seeds["name"] == "my&lt;loss&gt;, per seed"  # a user's name, escaped
     assert fig["data"][4]["xaxis"] == "x2" and fig["data"][4]["yaxis"] == "y2"
     assert layout["xaxis"]["domain"][1] < layout["xaxis2"]["domain"][0]
+
+
+def test_a_figure_in_words_names_its_axes_series_and_values_and_skips_bands():
+    from harness.report.describe import describe
+
+    cd = describe(build("cd", CD))
+    assert cd.startswith("Axes — across: mean rank over the ranked variants (1 = best).")
+    assert "mean rank: gce: 1.25, ce: 2, mae: 2.75" in cd  # names on y: read name → value
+    assert cd.endswith("with 3 variants most ranks are not resolved.")  # the plot's note
+    family = describe(build("family", FAMILY))
+    # two panels: each series named with its panel; the band polygons are not series;
+    # a legend-only line is not read; a gap (None) is left out
+    assert "gce (noise rate · digits/symmetric): 0: 90, 0.4: 70, 0.6: 60" in family
+    assert "mae" not in family and "band" not in family
+    assert describe(None) == "" and describe({"data": [], "layout": {}}) == "No series to show."

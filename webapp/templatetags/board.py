@@ -72,6 +72,15 @@ def figure(payload, kind):
 
 
 @register.filter
+def describe_figure(fig) -> str:
+    """``fig|describe_figure``: the figure in words, for a screen reader
+    (:func:`harness.report.describe.describe`)."""
+    from harness.report.describe import describe
+
+    return describe(fig)
+
+
+@register.filter
 def compact_json_script(value, element_id):
     """Django's ``json_script`` (``<``, ``>`` and ``&`` written as ``\\u003C``, … so that
     nothing in the JSON can end the script or start markup), written compactly: no spaces
