@@ -322,6 +322,10 @@ def test_rank_needs_the_minimum_of_seeds_on_each_ranked_variant_only():
                    builtin=False)
     rows = {r["objective"]: r for r in leaderboard.home_table()["rows"]}
     assert rows["demo"]["rank"] == 1 and rows["more"]["rank"] == 2 and rows["ce"]["rank"] == 3
+    # the unlearning suites list their reference ("target", stored here on noisy-labels
+    # only) without a result: they get no column, only suites with results do
+    make_objective("target", {"clean": [0.5] * 3})
+    assert [x["suite"] for x in leaderboard.home_table()["suites"]] == ["noisy-labels"]
     assert rows["twoseeds"]["rank"] is None and rows["missing"]["rank"] is None
     assert rows["more"]["score"] == pytest.approx(0.75 / 0.9)  # sym-0.2 is not in it
     assert (rows["demo"]["rank_low"], rows["demo"]["rank_high"]) == (1, 1)

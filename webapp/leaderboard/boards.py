@@ -231,8 +231,9 @@ def _build_home(states: list[SuiteState]) -> dict:
     ordered = sorted(rows.values(), key=lambda r: (
         r["score"] is None, -len(r["coverage"]), r["coverage"], r["rank"] or 0,
         -(r["score"] or 0), r["objective"]))
-    shown = [s for s in suites if found[s.name]["rows"]]  # a suite without results
-    return {"rank_method": RANK_METHOD, "kinds": list(KINDS),   # gets no empty column
+    # a suite without results gets no empty column (its reference is listed all the same)
+    shown = [s for s in suites if any(r["variants_covered"] for r in found[s.name]["rows"])]
+    return {"rank_method": RANK_METHOD, "kinds": list(KINDS),
             "suites": [{k: found[s.name][k] for k in
                         ("suite", "suite_version", "description", "headline", "headline_label",
                          "headline_short", "headline_spec", "percent", "higher_is_better",
