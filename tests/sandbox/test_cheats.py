@@ -86,3 +86,49 @@ def test_under_a_draws_key_the_order_cheat_finds_nothing_even_in_public_row_orde
     printed = capfd.readouterr().out
     assert "order recovered" not in printed.replace("not recovered", "")
     assert abs(cheat - ce) < SEED_NOISE, (cheat, ce)
+
+
+RECORD = """import numpy as np
+
+def posthoc_calibration(val_logits, val_targets, test_logits):
+    with open(__OUT__, "ab") as f:
+        np.save(f, test_logits.numpy())
+    return test_logits.softmax(-1)
+"""
+
+
+@pytest.mark.slow
+def test_under_a_draws_key_the_calibration_lookup_table_finds_nothing(tmp_path, monkeypatch,
+                                                                       capfd):
+    """The issue's lookup calibrator: on public draws a table of the reference model's test
+    logits gives ECE 0 at 100% accuracy; under a key it finds no row and calibrates as the
+    identity (the reference's own probabilities)."""
+    from suites.calibration import data as cal_data
+
+    suite, seeds = get_suite("calibration").shortened(3), [0, 1, 2]
+    out = tmp_path / "logits.npy"
+    (tmp_path / "record.py").write_text(RECORD.replace("__OUT__", repr(str(out))))
+    run_cells(suite, load_objective(str(tmp_path / "record.py")), ["digits"], seeds)
+    labels = cal_data.load("digits").y_test
+    table = {}
+    with open(out, "rb") as f:
+        for _ in seeds:  # one call per member, every test row (clean, then shifted) at once
+            for r, row in enumerate(np.load(f).tolist()):
+                table[hash(tuple(round(v, 4) for v in row))] = int(labels[r % len(labels)])
+    cheat = tmp_path / "calibration_lookup.py"
+    cheat.write_text((CHEATS / "calibration_lookup.py").read_text()
+                     .replace("__TABLE__", repr(table)))
+
+    def ece(objective: str) -> tuple[float, float]:
+        results = run_cells(suite, load_objective(objective), ["digits"], seeds)
+        assert [r.status for r in results] == ["ok"] * len(seeds)
+        return tuple(float(np.mean([r.metrics[m] for r in results])) for m in ("ece", "accuracy"))
+
+    public = ece(str(cheat))
+    assert public[0] < 0.001 and public[1] == 1.0  # the cheat works on public draws
+    monkeypatch.setenv("HARNESS_DRAWS_KEY", "a-key-for-the-tests-only")
+    capfd.readouterr()
+    keyed = ece(str(cheat))
+    assert "found 0 of" in capfd.readouterr().out
+    assert keyed == pytest.approx(ece("identity"), abs=1e-9)  # the reference's probabilities
+    assert keyed[0] > ece("temperature")[0]  # no better than the best honest calibrator
