@@ -158,6 +158,25 @@ def _band(x: Sequence, low: Sequence, high: Sequence, color: str, axes: dict,
             "showlegend": False, "legendgroup": escape(group), **axes}
 
 
+def _bridges(x: Sequence, y: Sequence, color: str, axes: dict, group: str) -> dict | None:
+    """A dotted segment across each stretch of variants a line was not run on, from the
+    last point before it to the first after: the line reads as one objective without
+    drawing a measurement where there is none. None where nothing is missing between two
+    points."""
+    known = [(a, b) for a, b in zip(x, y, strict=True) if b is not None]
+    xs: list = []
+    ys: list = []
+    for (x0, y0), (x1, y1) in zip(known, known[1:], strict=False):
+        if list(x).index(x1) - list(x).index(x0) > 1:  # a variant between them not run
+            xs += [x0, x1, None]
+            ys += [y0, y1, None]
+    if not xs:
+        return None
+    return {"x": xs[:-1], "y": ys[:-1], "type": "scatter", "mode": "lines",
+            "line": {"color": color, "dash": "dot", "width": 1.5}, "hoverinfo": "skip",
+            "showlegend": False, "legendgroup": escape(group), **axes}
+
+
 def _axes(k: int) -> dict:
     """A trace's axis references in the k-th panel (0-based) of a grid: none in the first
     (plotly's default ``x``, ``y``), else ``{"xaxis": "x2", "yaxis": "y2"}``, …"""
@@ -231,8 +250,9 @@ def strip(payload: Mapping) -> Figure:
 
 def family(payload: Mapping) -> Figure:
     """The headline across each family of variants (noise rate, ε, …): a panel per family,
-    on one y scale, per objective the mean with its CI band; a line and its band break
-    where the objective did not run a variant.
+    on one y scale, per objective the mean with its CI band; where the objective did not
+    run a variant the line and its band break, and a dotted segment joins the points on
+    either side.
 
     ``payload`` (``webapp.leaderboard.plots.family_plot``): ``{"metric": label, "spec":
     metric spec, "shown": int, "families": [{"name", "x_label", "variants": [name], "lines":
@@ -280,8 +300,13 @@ def family(payload: Mapping) -> Figure:
                          color, axes, label)
             band["visible"] = shown
             traces.append(band)
+            means = [f(v) for v in line["mean"]]
+            bridge = _bridges(x, means, color, axes, label)
+            if bridge is not None:
+                bridge["visible"] = shown
+                traces.append(bridge)
             traces.append({  # a None is a gap (connectgaps is off by default)
-                "x": x, "y": [f(v) for v in line["mean"]], "type": "scatter",
+                "x": x, "y": means, "type": "scatter",
                 "name": name, "legendgroup": name, "showlegend": label not in seen,
                 "visible": shown, **axes,
                 "line": _line(color, reference=line.get("is_reference")),

@@ -167,9 +167,12 @@ def test_a_number_metric_is_not_scaled_and_says_its_direction():
 
 def test_family_bands_break_at_a_missing_variant_and_hidden_lines_are_legend_only():
     fig = build("family", FAMILY)
-    assert len(fig["data"]) == 8  # a band and a line per (family, objective)
-    band, gce = fig["data"][0], fig["data"][1]
+    # a band and a line per (family, objective), and gce's dotted bridge over its gap
+    assert len(fig["data"]) == 9
+    band, bridge, gce = fig["data"][0], fig["data"][1], fig["data"][2]
     assert gce["name"] == "gce" and gce["y"] == [90.0, None, 70.0, 60.0]
+    assert (bridge["x"], bridge["y"], bridge["line"]["dash"]) == ([0.0, 0.4], [90.0, 70.0], "dot")
+    assert bridge["hoverinfo"] == "skip" and bridge["legendgroup"] == "gce"
     assert gce["x"] == [0.0, 0.2, 0.4, 0.6]
     # one polygon for the first point, None, one for the last two (high out, low back)
     assert band["fill"] == "toself" and band["hoverinfo"] == "skip"
@@ -180,7 +183,7 @@ def test_family_bands_break_at_a_missing_variant_and_hidden_lines_are_legend_onl
     by_name = {(t.get("name"), t.get("xaxis", "x"), t.get("fill")): t for t in fig["data"]}
     assert by_name["mae", "x", None]["visible"] == "legendonly"
     assert by_name["mae", "x2", None]["visible"] == "legendonly"
-    assert band["visible"] is True and fig["data"][2]["visible"] == "legendonly"  # mae's
+    assert band["visible"] is True and fig["data"][3]["visible"] == "legendonly"  # mae's
     assert [t["showlegend"] for t in fig["data"] if "name" in t] == [True, True, False, True]
     ce = by_name["ce", "x2", None]
     assert ce["line"]["dash"] == "dash" and ce["line"]["color"] == REF
@@ -200,8 +203,9 @@ def test_family_values_are_drawn_to_six_significant_digits():
     payload = {"metric": "test accuracy", "spec": PERCENT, "shown": 8, "families": [
         {"name": "f", "x_label": "noise rate", "variants": ["a", "b", "c", "d"],
          "lines": [_line("gce", mean, x=(0.0, 0.0163265306122449, 0.5, 2 / 3))]}]}
-    band, line = build("family", payload)["data"]
+    band, bridge, line = build("family", payload)["data"]
     assert line["y"] == [72.3457, 1.63265, None, 3.33333e-08]
+    assert bridge["x"] == [0.0163265, 0.666667]
     assert line["x"] == [0.0, 0.0163265, 0.5, 0.666667]
     for v, exact in zip(line["y"], mean, strict=True):
         assert v is None or v == pytest.approx(100 * exact, rel=1e-5)

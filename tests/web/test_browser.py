@@ -278,7 +278,8 @@ def test_a_suites_heatmap_renders(page, monkeypatch):
 @pytest.mark.django_db(transaction=True)
 def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeypatch):
     """A third objective ran clean and out-0.4 but not out-0.2: its line and its band stop
-    at the gap instead of joining clean to out-0.4, and no plot fails."""
+    at the gap, a dotted segment joins clean to out-0.4 (no point floats alone), and no
+    plot fails."""
     from tests.web.test_leaderboard import make_fake, with_fake_suite
 
     suite = with_fake_suite(monkeypatch)
@@ -296,6 +297,8 @@ def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeyp
     assert [round(v, 6) for v in (line["y"][0], line["y"][2])] == [0.5, 0.9]
     band = next(t for t in traces if t["group"] == "gap" and t["fill"] == "toself")
     assert None in band["x"]  # two polygons, one per run of consecutive variants
+    bridge = next(t for t in traces if t["group"] == "gap" and not t["name"] and not t["fill"])
+    assert bridge["x"] == [0, 0.4] and [round(v, 6) for v in bridge["y"]] == [0.5, 0.9]
     assert line["visible"] is True  # three objectives: all drawn at first
     assert errors == []
 
