@@ -276,7 +276,9 @@ def test_a_suites_heatmap_renders(page, monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeypatch):
+@pytest.mark.parametrize("viewport", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeypatch,
+                                                                     viewport):
     """A third objective ran clean and out-0.4 but not out-0.2: its line and its band stop
     at the gap, a dotted segment joins clean to out-0.4 (no point floats alone), and no
     plot fails."""
@@ -287,6 +289,7 @@ def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeyp
                              "out-0.4": [(0.85, 0.6), (0.95, 0.7)]})
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
     page.goto(f"{page.base}/suites/fake-regression/?variant=out-0.2")  # gap is not here
     page.wait_for_selector("#family-data-plot[data-rendered='true']")
     traces = page.evaluate("() => document.getElementById('family-data-plot').data.map("
@@ -301,6 +304,8 @@ def test_the_family_plot_breaks_a_line_where_a_variant_was_not_run(page, monkeyp
     assert bridge["x"] == [0, 0.4] and [round(v, 6) for v in bridge["y"]] == [0.5, 0.9]
     assert line["visible"] is True  # three objectives: all drawn at first
     assert errors == []
+    # the plot fits its viewport, and so does the page: nothing scrolls sideways
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport[0]
 
 
 @pytest.mark.django_db(transaction=True)
