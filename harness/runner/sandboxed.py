@@ -35,6 +35,7 @@ from harness.runner.jobs import asked, chunk_jobs, share_of
 from harness.sandbox.launch import SandboxUnavailable
 from harness.sandbox.process import STATUS_OF_REASON, Limits
 from harness.sandbox.remote import LossServers, RemoteError, ServerEnded
+from harness.sandbox.traced import CallTimeout
 
 
 def run_cells_sandboxed(suite: Suite, code: str, filename: str,
@@ -112,6 +113,8 @@ def _failure(exc: BaseException) -> tuple[str, str]:
         return exc.reason, exc.error
     if isinstance(exc, RemoteError):
         return exc.reason, str(exc)
+    if isinstance(exc, CallTimeout):  # a traced call still running at the job's deadline
+        return "wall", str(exc)
     if isinstance(exc, InvalidOutput):  # the judge refused what the objective produced
         return "invalid-output", str(exc)
     return "objective", f"{type(exc).__name__}: {exc}"

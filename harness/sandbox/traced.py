@@ -27,6 +27,7 @@ Wire format (:func:`export` in the server, :func:`load` here)::
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,8 +41,8 @@ MAX_NODES = 4000
 MAX_CONST_BYTES = 16 << 20
 # Every intermediate of a call lives until the call ends (and autograd keeps some after),
 # in the worker, outside the sandbox's limits: so both one intermediate and their sum are
-# bounded, per member, and so is the work of the products (the wall clock is only looked at
-# between calls). A graph over a bound is served per call instead, inside the sandbox.
+# bounded, per member, and so is the work of the products (and the job's wall clock is looked
+# at between ops). A graph over a bound is served per call instead, inside the sandbox.
 MAX_ELEMENTS = 1 << 22  # per intermediate, per member (16 MiB of float32)
 MAX_TOTAL_ELEMENTS = 1 << 24  # every intermediate of a call together, per member (64 MiB)
 MAX_FLOPS = 1 << 31  # multiply-adds of every matrix product of a call together, per member
@@ -325,6 +326,11 @@ class Graph:
             self.ops.append((name, _op(name), args, kwargs))
         self.output = _checked(header.get("output"), len(self.inputs) + len(self.ops))
         self._checked_shapes: set[tuple] = set()
+        # The job's wall deadline (time.monotonic) and what to call once it has passed (it
+        # raises: the job's servers stopped, the cell a timeout). Looked at between ops: an
+        # op's own work is bounded by the checks above, so a call ends within one op of it.
+        self.deadline: float | None = None
+        self.late: Callable[[], None] | None = None
 
     def __call__(self, *leaves: Tensor) -> Tensor:
         if len(leaves) != self.arity:
@@ -348,7 +354,10 @@ class Graph:
         env: list[Any] = [leaves[i] if kind == "in" else self.consts[i].to(device)
                           for kind, i in self.inputs]
         totals = [0, 0, 0]  # elements made, multiply-adds, elements touched
+        deadline = None if check else self.deadline
         for name, fn, args, kwargs in self.ops:
+            if deadline is not None and time.monotonic() > deadline:
+                self._late()
             if name in NO_OPS:
                 env.append(None)
                 continue
@@ -359,6 +368,16 @@ class Graph:
                 _check_size(name, a, out, totals)
             env.append(out)
         return _resolve(self.output, env, device)
+
+
+    def _late(self) -> None:
+        if self.late is not None:
+            self.late()
+        raise CallTimeout("the traced hook's call ran past the job's wall-clock limit")
+
+
+class CallTimeout(RuntimeError):
+    """A graph call still running at the job's deadline (when nothing else stopped it)."""
 
 
 def _check_size(name: str, args: list[Any], out: Any, totals: list[int]) -> None:

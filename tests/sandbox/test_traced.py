@@ -14,6 +14,7 @@ from harness.sandbox.lossproto import ProtocolError
 from harness.sandbox.traced import (
     MAX_ELEMENTS,
     MAX_TOTAL_ELEMENTS,
+    CallTimeout,
     Graph,
     TooLarge,
     Untraceable,
@@ -48,6 +49,21 @@ def test_a_traced_builtin_equals_the_hook_bit_for_bit(name):
         want = vmap(lambda a, b: reduce_loss(hook(a, b)))(x, y)
         (wx,) = torch.autograd.grad(want.sum(), x)
         assert torch.equal(got, want) and torch.equal(dx, wx), name
+
+
+def test_a_call_past_the_jobs_deadline_stops_between_ops_and_says_why():
+    """The wall clock is looked at between a graph's ops (each op's work is bounded), not
+    only between calls: a call still running at the job's deadline stops there."""
+    graph, _ = _graph("gce")
+    x, y = torch.randn(64, 10), torch.zeros(64, dtype=torch.long)
+    graph(x, y)  # sizes checked once, on meta tensors: no deadline there
+    calls = []
+    graph.deadline, graph.late = 0.0, lambda: calls.append("watched")  # long past
+    with pytest.raises(CallTimeout, match="wall-clock limit"):
+        graph(x, y)
+    assert calls == ["watched"]  # the servers' watch ran first (it raises ServerEnded)
+    graph.deadline = float("inf")
+    assert torch.isfinite(graph(x, y))
 
 
 def test_a_closed_over_tensor_travels_as_a_constant():
