@@ -79,7 +79,7 @@ def failed_cell(db):
 
 
 def _pre(html: str, cls: str) -> str:
-    start = html.index(f'<pre class="{cls}"')
+    start = html.index(f'class="{cls}"')
     return html[html.index(">", start) + 1:html.index("</pre>", start)]
 
 
