@@ -482,4 +482,8 @@ def test_tables_fit_at_1280_px_and_scroll_with_their_names_in_view_on_a_phone(br
                            "k => gd._fullLayout[k]._length))")
     panels = [w for plot in widths for w in plot]
     assert len(panels) >= 2 and min(panels) >= 250, widths  # three of ~80 px before
+    for path in ("/", "/objectives/gce/", "/objectives/gce/compare/", "/submit/", "/api/",
+                 "/accounts/signup/", "/suites/nope/"):  # every page within the phone's width
+        page.goto(live_server.url + path)
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 390, path
     phone.close()
