@@ -163,11 +163,11 @@ def _bridges(x: Sequence, y: Sequence, color: str, axes: dict, group: str) -> di
     last point before it to the first after: the line reads as one objective without
     drawing a measurement where there is none. None where nothing is missing between two
     points."""
-    known = [(a, b) for a, b in zip(x, y, strict=True) if b is not None]
+    known = [(i, a, b) for i, (a, b) in enumerate(zip(x, y, strict=True)) if b is not None]
     xs: list = []
     ys: list = []
-    for (x0, y0), (x1, y1) in zip(known, known[1:], strict=False):
-        if list(x).index(x1) - list(x).index(x0) > 1:  # a variant between them not run
+    for (i, x0, y0), (j, x1, y1) in zip(known, known[1:], strict=False):
+        if j - i > 1:  # a variant between them not run
             xs += [x0, x1, None]
             ys += [y0, y1, None]
     if not xs:
@@ -595,6 +595,13 @@ def cd(payload: Mapping) -> Figure:
     traces = [{"x": ranks, "y": names, "type": "scatter", "mode": "markers",
                "marker": {"size": 9, "color": "#2a6fb0"}, "name": "mean rank",
                "showlegend": False, "hovertemplate": "%{y}: mean rank %{x:.2f}<extra></extra>"}]
+    width = payload["cd"]
+    shown = Decimal(width).quantize(Decimal("0.01"), ROUND_HALF_UP)  # JavaScript's toFixed(2)
+    traces.append({"x": [ranks[0], ranks[0] + width], "y": [names[0], names[0]],
+                   "type": "scatter", "mode": "lines+markers",
+                   "line": {"width": 2, "color": "#b03a2e"},
+                   "marker": {"symbol": "line-ns-open", "size": 12, "color": "#b03a2e"},
+                   "name": f"critical difference {shown}", "hoverinfo": "name"})
     lane = n + 0.5 + LANE  # the groups' lanes start right of the last possible rank
     for k, (first, last) in enumerate(payload["groups"]):
         traces.append({"x": [lane + k * LANE] * 2, "y": [names[first], names[last]],
@@ -603,13 +610,6 @@ def cd(payload: Mapping) -> Figure:
                        "name": "not separated by the CD", "legendgroup": "groups",
                        "showlegend": k == 0, "hoverinfo": "text",
                        "text": f"{names[first]} … {names[last]}: not separated"})
-    width = payload["cd"]
-    shown = Decimal(width).quantize(Decimal("0.01"), ROUND_HALF_UP)  # JavaScript's toFixed(2)
-    traces.insert(1, {"x": [ranks[0], ranks[0] + width], "y": [names[0], names[0]],
-                      "type": "scatter", "mode": "lines+markers",
-                      "line": {"width": 2, "color": "#b03a2e"},
-                      "marker": {"symbol": "line-ns-open", "size": 12, "color": "#b03a2e"},
-                      "name": f"critical difference {shown}", "hoverinfo": "name"})
     notes = []
     if n > 2 and width > 0.5 * (n - 1):
         notes.append({"text": f"The critical difference ({shown}) spans more than half of the "

@@ -286,6 +286,7 @@ class LossServers:
             self.served[hook] = f"per call: {exc}"
             return None
         self.served[hook] = "graph"
+        graph.deadline, graph.late = self.deadline, self.watch  # this job's wall clock
         return graph
 
     def _error(self, m: int, head: dict[str, Any]) -> RemoteError:

@@ -106,7 +106,6 @@ class RemoteHook:
                 self.name, f"per call: it writes its {', '.join(sorted(written))}")
         if graph is not None:  # run here, under the trainer's vmap, with autograd
             self.servers.watch()
-            graph.deadline, graph.late = self.servers.deadline, self.servers.watch
             try:
                 return graph(*leaves)
             except TooLarge as exc:  # found on meta tensors, before any work: per call

@@ -298,25 +298,26 @@ def stored_slug_of(name: str) -> str | None:
 def runs_in_progress(slug: str) -> list[dict]:
     """The objective's submitted runs with cells still queued or running, newest first:
     {"id", "pending", "total"} (run pages are public, like the cells' states)."""
-    pending = Count("cells", filter=Q(cells__status__in=(Cell.QUEUED, Cell.RUNNING)))
-    runs = (Submission.objects.filter(version__objective__slug=slug)
-            .annotate(pending=pending, total=Count("cells")).filter(pending__gt=0)
-            .order_by("-created", "-id").values("id", "pending", "total"))
-    return list(runs)
+    return list(_pending(Submission.objects.filter(version__objective__slug=slug))
+                .values("id", "pending", "total"))
 
 
 def runs_on_board(limit: int = 10) -> list[dict]:
     """Public objectives' submitted runs with cells still queued or running, newest first
     (the home page lists them under the board: a submission is on the board before its
     first cell lands): {"id", "slug", "name", "pending", "total"}."""
+    runs = _pending(Submission.objects.filter(version__objective__visibility=Objective.PUBLIC)
+                    .exclude(version__objective__in=store.unlisted_objectives()))
+    return list(runs.values("id", "pending", "total", slug=F("version__objective__slug"),
+                            name=F("version__objective__name"))[:limit])
+
+
+def _pending(runs):
+    """``runs`` with cells still queued or running, newest first, annotated with how many
+    (``pending``) of their cells (``total``)."""
     pending = Count("cells", filter=Q(cells__status__in=(Cell.QUEUED, Cell.RUNNING)))
-    runs = (Submission.objects.filter(version__objective__visibility=Objective.PUBLIC)
-            .exclude(version__objective__in=store.unlisted_objectives())
-            .annotate(pending=pending, total=Count("cells")).filter(pending__gt=0)
-            .order_by("-created", "-id")
-            .values("id", "pending", "total", slug=F("version__objective__slug"),
-                    name=F("version__objective__name")))
-    return list(runs[:limit])
+    return (runs.annotate(pending=pending, total=Count("cells")).filter(pending__gt=0)
+            .order_by("-created", "-id"))
 
 
 def objective_choices() -> list[dict]:
