@@ -87,6 +87,7 @@ def _run_job(steps: Pipeline, suite: Suite, chunk: Chunk, job: Job, code: str, f
             servers.start()
             out = steps.train(suite, servers.objective(), dict(job.inputs), dict(job.plan),
                               device=device, mode="vmap", progress=progress)
+            servers.end_requests()  # the judge never calls the objective: they exit meanwhile
             results = steps.judge(suite, job, out, device=device)
         except ObjectiveRuntimeError as exc:
             reason, error = _failure(exc.__cause__ or exc)

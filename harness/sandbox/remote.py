@@ -350,12 +350,17 @@ class LossServers:
                 "row_order": hmac.new(self.row_secret, b"fingerprint",
                                       hashlib.sha256).hexdigest()[:16]}
 
+    def end_requests(self) -> None:
+        """No more requests: each server reads end of file and exits, while the trusted side
+        goes on (judging); :meth:`stop` then finds them gone."""
+        for p in self.processes:
+            p.end_requests()
+
     def stop(self) -> tuple[str, str]:
         """No more requests: an honest server exits; what it printed is all captured.
         ("violation", its report) when a server was refused something after its last
         reply (on its way out), else ("", ""): a refusal counts whenever it happens."""
-        for p in self.processes:
-            p.end_requests()
+        self.end_requests()
         late = ("", "")
         for p in self.processes:
             p.wait(timeout=5)

@@ -33,6 +33,7 @@ class RemoteHook:
     def __init__(self, servers: LossServers, name: str) -> None:
         self.servers, self.name = servers, name
         self.__name__ = name
+        self.spec = registry.hooks()[name]
         # Per call structure: its traced graph, or None where it is served per call.
         self.graphs: dict[str, Graph | None] = {}
 
@@ -84,7 +85,7 @@ class RemoteHook:
 
     def __call__(self, *args: Any, **context: Any) -> Tensor:
         context = self._context(context)
-        spec = registry.hooks()[self.name]
+        spec = self.spec
         # The rows go out in a secret order (autograd puts the gradients back in place), so
         # a server that reconstructs the public data order still cannot tell which row is
         # which sample. Per-member context (a memory, the parameters) keeps its order.
@@ -138,10 +139,24 @@ def _tensors_only(kwargs: dict[str, Any]) -> bool:
 
 def _spec(leaves: list[Tensor]) -> list[list[Any]]:
     """Each leaf's numpy dtype and per-member shape (under vmap: one member's view)."""
-    return [[torch.empty(0, dtype=t.dtype).numpy().dtype.str, list(t.shape)] for t in leaves]
+    return [[_numpy_dtype(t.dtype), list(t.shape)] for t in leaves]
+
+
+_NUMPY_DTYPES: dict[torch.dtype, str] = {}
+
+
+def _numpy_dtype(dtype: torch.dtype) -> str:
+    """numpy's name of a torch dtype (TypeError where it has none); asked once per call
+    and leaf, so remembered."""
+    if dtype not in _NUMPY_DTYPES:
+        _NUMPY_DTYPES[dtype] = torch.empty(0, dtype=dtype).numpy().dtype.str
+    return _NUMPY_DTYPES[dtype]
 
 
 def _device(args: tuple[Any, ...]) -> torch.device:
+    for a in args:  # a loss's first argument is a tensor: the pytree walk only when not
+        if isinstance(a, Tensor):
+            return a.device
     from torch.utils._pytree import tree_leaves
 
     return next((t.device for t in tree_leaves(args) if isinstance(t, Tensor)),
