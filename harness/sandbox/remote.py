@@ -85,7 +85,7 @@ class LossServers:
                  identity: str = "", row_secret: bytes | None = None) -> None:
         self.limits, self.heartbeat = limits, heartbeat
         self.deadline = time.monotonic() + limits.wall_seconds
-        self._last_beat = time.monotonic()
+        self._last_beat = self._last_idle_watch = time.monotonic()
         self.code, self.filename = code, filename
         # The row order: secret, but the same whenever the same job runs again; drawn from
         # the version's own key (row_secret: the one a server gave for it, see version_row_key)
@@ -297,6 +297,14 @@ class LossServers:
             quota = self.processes[m].limits.disk_bytes >> 20
             text = f"ran out of its {quota} MiB disk quota: {text}"
         return RemoteError(text, reason)
+
+    def watch_idle(self) -> None:
+        """:meth:`watch` while the servers are not asked anything (a traced graph runs here,
+        once a step): every 50 ms is soon enough for limits counted in seconds."""
+        now = time.monotonic()
+        if now - self._last_idle_watch >= 0.05:
+            self._last_idle_watch = now
+            self.watch()
 
     def watch(self) -> None:
         """Enforce the limits (then every server is stopped) and send heartbeats."""

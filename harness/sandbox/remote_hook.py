@@ -106,7 +106,7 @@ class RemoteHook:
             self.servers.served.setdefault(
                 self.name, f"per call: it writes its {', '.join(sorted(written))}")
         if graph is not None:  # run here, under the trainer's vmap, with autograd
-            self.servers.watch()
+            self.servers.watch_idle()
             try:
                 return graph(*leaves)
             except TooLarge as exc:  # found on meta tensors, before any work: per call
@@ -177,8 +177,8 @@ def _rows(args: tuple[Any, ...]) -> int:
 
 def _permuted(value: Any, perm: Tensor, rows: int) -> Any:
     """``value`` with the rows of every per-sample tensor in it reordered by ``perm``."""
-    if isinstance(value, Tensor):
-        return value[perm] if value.dim() and value.shape[0] == rows else value
+    if isinstance(value, Tensor):  # index_select: value[perm]'s rows, at less cost a call
+        return value.index_select(0, perm) if value.dim() and value.shape[0] == rows else value
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
         return type(value)(*(_permuted(v, perm, rows) for v in value))
     if isinstance(value, list | tuple):
