@@ -119,22 +119,24 @@ def test_under_a_draws_key_the_order_cheat_finds_nothing_even_in_public_row_orde
 
 
 @pytest.mark.slow
-def test_the_batch_histogram_finds_the_batch_through_the_sandbox_on_public_draws(
-        ce_sandboxed):
-    """The issue's route (c): rows in the secret order, no state, no progress; the
-    targets' histogram alone names the batch, and its clean labels follow (0.84 → ~0.95)."""
-    results = run_cells_sandboxed(SUITE, _batch_lookup("histogram"), "lookup.py", {},
+@pytest.mark.parametrize("route", ["histogram", "state"])
+def test_the_batch_lookups_find_their_clean_labels_through_the_sandbox_on_public_draws(
+        route, ce_sandboxed):
+    """The issue's routes (c) and (a), rows in the secret order: the targets' histogram
+    alone names the batch (no state, no progress), or each row's state follows its sample
+    across epochs until one sample fits; its clean labels follow."""
+    results = run_cells_sandboxed(SUITE, _batch_lookup(route), "lookup.py", {},
                                   [VARIANT], SEEDS)
     assert all("batch found" in r.captured for r in results)
-    cheat = _accuracy(results)
-    assert cheat > ce_sandboxed + 0.05, (cheat, ce_sandboxed)
+    cheat = _accuracy(results)  # the state route names its rows from the third epoch on
+    assert cheat > ce_sandboxed + SEED_NOISE, (cheat, ce_sandboxed)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("route", ["histogram", "progress"])
+@pytest.mark.parametrize("route", ["histogram", "progress", "state"])
 def test_under_a_draws_key_the_batch_lookups_score_as_keyed_ce(route, ce_keyed,
                                                                monkeypatch):
-    """Routes (c) and (b) under the key: no candidate batch matches, plain CE's score."""
+    """Routes (c), (b) and (a) under the key: no candidate batch matches, CE's score."""
     code = _batch_lookup(route)
     monkeypatch.setenv("HARNESS_DRAWS_KEY", KEY)
     results = run_cells_sandboxed(SUITE, code, "lookup.py", {}, [VARIANT], SEEDS)
