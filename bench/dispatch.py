@@ -57,11 +57,11 @@ def main() -> None:
                         default="postgres://harness:harness@127.0.0.1:5432/harness_dispatch")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--smoke", action="store_true",
-                        help="a tiny run: 2 seeds, 1 epoch, 1 repeat, 2 groups, one worker "
+                        help="a tiny run: 2 seeds, 1 epoch, 1 repeat, 1 group, one worker "
                              "for every path, no warm-up")
     args = parser.parse_args()
     if args.smoke:
-        args.seeds, args.epochs, args.repeats, args.groups = 2, 1, 1, 2
+        args.seeds, args.epochs, args.repeats, args.groups = 2, 1, 1, 1
         args.database += "_smoke"
     env = _environment(args)
     os.environ.update(env)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.client.test_cli import CLI, strict_json
+from tests.client.test_cli import CLI, IN_PROCESS, strict_json
 from tests.conftest import cli_environment
 
 LOSS = '''
@@ -46,7 +46,7 @@ def test_profile_cli_api_and_table_agree(tmp_path: Path):
                               text=True, timeout=300)
 
     first = run(*CLI, "profile", "clipped.py", "--suites", *SUITES, "--epochs", "1",
-                "--seeds", "3", "--json")
+                "--seeds", "3", "--json", *IN_PROCESS)
     assert first.returncode == 0, first.stderr
     found = strict_json(first.stdout)
     assert [s["suite"] for s in found["suites"]] == SUITES and found["label"] == "clipped"

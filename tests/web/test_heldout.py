@@ -12,7 +12,7 @@ from harness.contract.suite import Anchors, MetricSpec, Suite, SuiteError, Varia
 from harness.sandbox import launch as sandbox_launch
 from suites.noisy_labels import noise
 from suites.noisy_labels.pipeline import NoisyLabels, load_dataset
-from tests.client.test_cli import harness
+from tests.client.test_cli import IN_PROCESS, harness
 from tests.web.test_leaderboard import make_objective
 
 SECRET = "a-server-secret-of-some-length"
@@ -184,7 +184,8 @@ def test_an_operator_runs_a_held_out_variant_and_the_sandboxed_loss_never_sees_t
     (tmp_path / "snoop.py").write_text(SNOOP)
     cli_env[heldout.SECRET_ENV] = SECRET
     proc = harness("run", "suite", "noisy-labels", "-o", "snoop.py", "--variants", "held-out",
-                   "--seeds", "1", "--epochs", "1", "--sandbox", env=cli_env, cwd=tmp_path)
+                   "--seeds", "1", "--epochs", "1", "--sandbox", *IN_PROCESS, env=cli_env,
+                   cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = query(cli_env, "SELECT v.label, c.variant, c.status, c.captured, c.variant_hash "
                           "FROM webapp_cell c JOIN webapp_objectiveversion v "
