@@ -154,9 +154,8 @@ def _numpy_dtype(dtype: torch.dtype) -> str:
 
 
 def _device(args: tuple[Any, ...]) -> torch.device:
-    for a in args:  # a loss's first argument is a tensor: the pytree walk only when not
-        if isinstance(a, Tensor):
-            return a.device
+    if args and isinstance(args[0], Tensor):  # a loss's first argument: no pytree walk
+        return args[0].device
     from torch.utils._pytree import tree_leaves
 
     return next((t.device for t in tree_leaves(args) if isinstance(t, Tensor)),
