@@ -27,6 +27,8 @@ def check(s: Suite) -> None:
         fail(f"min_seeds must be at least 2 (one seed has no interval), got {s.min_seeds}")
     if not isinstance(s.chunk, int) or isinstance(s.chunk, bool) or s.chunk < 1:
         fail(f"a member chunk holds at least 1 seed, got {s.chunk!r}")
+    if s.tuning is not None:
+        _check_tuning(s, fail)
     defaults = {v.name for v in s.variants if v.default}
     outside = [v for v in s.ranked if v not in defaults]
     if outside or len(set(s.ranked)) != len(s.ranked):
@@ -151,3 +153,28 @@ def _check_heatmap(s: Suite, h: HeatmapSpec, fail: Any) -> None:
              f"{', '.join(f'{m.name}: {m.unit}' for m in specs)}")
     if h.variant is not None and h.variant not in {v.name for v in s.variants}:
         fail(f"heatmap of undeclared variant {h.variant!r}")
+
+
+def _check_tuning(s: Suite, fail: Any) -> None:
+    """A tuned protocol every objective can run: settings the suite has, numeric ranges
+    that hold the suite's own value, at least the learning rate, a budget, a split."""
+    from harness.objectives.search import SearchSpaceError, parse
+
+    t = s.tuning
+    try:
+        dims = parse(t.space, what="tuning.space", defaults=dict(s.settings))
+    except SearchSpaceError as exc:  # names outside the settings say so too
+        fail(str(exc).replace("not a hyperparameter of this objective",
+                              "not one of the suite's settings"))
+    if "lr" not in t.space:
+        fail("tuning.space must tune the learning rate ('lr') at least")
+    if any(d.kind == "choice" for d in dims):
+        fail("tuning.space: settings are tuned over ranges, not choices (members of one "
+             "batched run share their optimizer kind)")
+    if not isinstance(t.k, int) or isinstance(t.k, bool) or t.k < 2:
+        fail(f"tuning.k is a budget of at least 2 trials, got {t.k!r}")
+    if not 0 < t.validation_share < 0.5:
+        fail(f"tuning.validation_share must lie in (0, 0.5), got {t.validation_share!r}")
+    if not t.selection:
+        fail("tuning.selection must say how a trial is chosen (the pages show it)")
+

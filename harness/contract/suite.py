@@ -204,6 +204,29 @@ class Track:
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """The suite's tuned protocol (``harness run suite NAME --tuned``): the training
+    settings tuned for every objective, the reference included, as ranges in the form of
+    an objective's ``SEARCH_SPACE`` (:mod:`harness.objectives.search`); ``k`` trials from
+    the one quasi-random sampler (settings first, the objective's hyperparameters after,
+    ``seed`` fixing the scrambling); the validation split trials are chosen on, drawn from
+    the variant's training data (``validation_share`` of it, with the labels a practitioner
+    has: noisy ones under label noise), never the test set; ``selection`` says in words
+    how a trial is chosen, for the pages."""
+
+    space: Mapping[str, Mapping[str, Any]]
+    k: int = 8
+    validation_share: float = 0.1
+    selection: str = ""
+    seed: int = 0
+
+    def dimensions(self) -> tuple[Any, ...]:
+        from harness.objectives.search import parse
+
+        return parse(self.space, what="Tuning.space")
+
+
+@dataclass(frozen=True)
 class VariantAxis:
     """How variants line up for the headline-across-variants plot: the numeric variant
     config key on the x axis (noise rate, ε, severity) and its label."""
@@ -380,6 +403,8 @@ class Suite:
     # Variants drawn from the server's secret (harness.contract.heldout): on no public list, run for
     # every ranked submission, shown beside their public twin (Variant.held_out_of).
     held_out: tuple[Variant, ...] = ()
+    # The tuned protocol (Tuning): None = the suite runs at the objectives' defaults only.
+    tuning: Tuning | None = None
     # Seeds per canonical member chunk: seed s of a variant always trains in chunk s // chunk,
     # beside the same seeds, so that its numbers do not depend on what else was asked for
     # (harness/contract/chunks.py, docs/reproducibility.md). Part of the protocol: changing it moves

@@ -55,6 +55,17 @@ class LoadedObjective:
     # The module's ``MODEL`` as declared (None when it declares none): suites that let an
     # objective choose model settings read and check it (certified, tta, unlearning).
     model: Any = None
+    # The module's ``SEARCH_SPACE`` (:mod:`harness.objectives.search`), checked against the
+    # hyperparameters; {} where it declares none (a tuned run then tunes only the suite's
+    # settings for it).
+    search_space: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def dimensions(self) -> tuple[Any, ...]:
+        """The search space's dimensions, in declaration order."""
+        from harness.objectives.search import parse
+
+        return parse(self.search_space)
 
     @property
     def code_sha256(self) -> str:
@@ -138,7 +149,22 @@ def objective_from_module(module: types.ModuleType, source: str, *, name: str, o
     return LoadedObjective(name=name, origin=origin, source=source, hooks=hooks,
                            defaults=defaults, hyperparameters=hyperparameters,
                            description=doc[0] if doc else "", path=path, context=context,
-                           model=getattr(module, "MODEL", None))
+                           model=getattr(module, "MODEL", None),
+                           search_space=search_space_of(module, defaults))
+
+
+def search_space_of(module: types.ModuleType, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The module's ``SEARCH_SPACE``, checked against the hyperparameters' defaults."""
+    from harness.objectives.search import SearchSpaceError, parse
+
+    space = getattr(module, "SEARCH_SPACE", None)
+    if space is None:
+        return {}
+    try:
+        parse(space, defaults=defaults)
+    except SearchSpaceError as exc:
+        raise ObjectiveError("search-space", str(exc)) from exc
+    return {k: dict(v) for k, v in space.items()}
 
 
 def check_signature(hook: str, fn: Callable) -> dict[str, Any]:

@@ -92,7 +92,40 @@ def validate(spec: str, overrides: Mapping[str, Any] | None = None) -> Validatio
         return report
     for hook in report.objective.hooks:
         report.problems.extend(smoke_test(hook)(report.objective, hook))
+    if report.ok:
+        report.problems.extend(check_search_space(report.objective))
     return report
+
+
+def check_search_space(objective: LoadedObjective) -> list[Problem]:
+    """The hooks smoke-tested again at each end of every declared range (each choice):
+    a tuner will train there. A numeric hyperparameter the space leaves out is a warning:
+    a tuned run keeps it at its default."""
+    import dataclasses
+
+    problems = []
+    missing = [k for k, v in objective.hyperparameters.items()
+               if k not in objective.search_space and isinstance(v, int | float)
+               and not isinstance(v, bool)]
+    if missing:
+        problems.append(Problem("search-space", "warning", (
+            f"no range in SEARCH_SPACE for {', '.join(map(repr, missing))}: a tuned run "
+            f"keeps {'it' if len(missing) == 1 else 'them'} at the default (declare e.g. "
+            f"SEARCH_SPACE = {{{missing[0]!r}: {{'low': ..., 'high': ...}}}})")))
+    for dim in objective.dimensions:
+        ends = dim.choices if dim.kind == "choice" else (
+            (int(dim.low), int(dim.high)) if dim.kind == "int" else (dim.low, dim.high))
+        for value in dict.fromkeys(ends):
+            if value == objective.hyperparameters.get(dim.name):
+                continue  # checked above
+            at = dataclasses.replace(objective, hyperparameters={
+                **objective.hyperparameters, dim.name: value})
+            for hook in objective.hooks:
+                for p in smoke_test(hook)(at, hook):
+                    problems.append(dataclasses.replace(
+                        p, code="search-space",
+                        message=f"at {dim.name}={value!r} (in SEARCH_SPACE): {p.message}"))
+    return problems
 
 
 def describe_hooks(objective: LoadedObjective) -> str:

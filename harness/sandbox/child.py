@@ -254,7 +254,8 @@ def _declared(objective) -> dict:
     return {"name": objective.name, "hooks": list(objective.hooks),
             "context": {k: list(v) for k, v in objective.context.items()},
             "hyperparameters": dict(objective.hyperparameters),
-            "defaults": dict(objective.defaults), "model": model}
+            "defaults": dict(objective.defaults), "model": model,
+            "search_space": dict(objective.search_space)}
 
 
 def _error(text: str, cause: BaseException) -> dict:
@@ -292,7 +293,8 @@ def _validate(workdir: Path, job: dict) -> dict:
         out["objective"] = {"name": o.name, "description": o.description,
                             "hooks": list(o.hooks), "defaults": dict(o.defaults),
                             "hyperparameters": dict(o.hyperparameters),
-                            "context": {k: list(v) for k, v in o.context.items()}}
+                            "context": {k: list(v) for k, v in o.context.items()},
+                            "search_space": dict(o.search_space)}
     return out
 
 

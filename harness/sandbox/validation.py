@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.contract import registry
 from harness.objectives.loading import LoadedObjective
+from harness.objectives.search import checked_space
 from harness.objectives.validate import Validation
 from harness.sandbox.process import Limits, Process
 
@@ -77,6 +78,8 @@ def _read_validation(workdir: Path) -> dict[str, Any]:
                          if isinstance(v, str | int | float | bool | None)},
             "context": {str(k): tuple(str(n) for n in v) for k, v in context.items()
                         if k in hooks and isinstance(v, list)}}
+        report["objective"]["search_space"] = checked_space(
+            o.get("search_space"), report["objective"]["defaults"])
     return report
 
 
@@ -87,7 +90,8 @@ def _described_objective(o: Mapping[str, Any], code: str, filename: str) -> Load
     return LoadedObjective(name=o["name"], origin="file", source=code,
                            hooks={h: not_here for h in o["hooks"]}, defaults=o["defaults"],
                            hyperparameters=o["hyperparameters"], description=o["description"],
-                           path=filename, context=o["context"])
+                           path=filename, context=o["context"],
+                           search_space=o.get("search_space", {}))
 
 
 def _load_json(path: Path) -> dict[str, Any]:
