@@ -155,3 +155,26 @@ def test_unlearning_judge_smoke(tmp_path):
     for r in data.values():
         assert r["identical"] is True and r["metrics"] > 0 and r["curves"] > 0
         assert min(r["cold_before"], r["cold_after"], r["warm_before"], r["warm_after"]) > 0
+
+
+def test_tuning_smoke(tmp_path):
+    report = tmp_path / "report.json"
+    _bench("tuning.py", "--smoke", "--json", str(report))
+    row = json.loads(report.read_text())["rows"][0]
+    assert row["identical"] and row["mode"] == "vmap" and row["members"] == 2
+    assert len({(t["lr"], t["q"]) for t in row["trials"]}) == 2  # two different trials
+
+
+def test_sequential_smoke(tmp_path):
+    """The sequential rule against the fixed designs, every cell simulated (a few draws
+    each: the rates are noise here, their ranges are not)."""
+    report = tmp_path / "report.json"
+    out = _bench("sequential.py", "--smoke", "--json", str(report))
+    data = json.loads(report.read_text())
+    assert len(data["cells"]) == 15 and data["design"]["looks"] == [5, 10, 15, 20]
+    for row in data["cells"].values():
+        assert set(row) == {"sequential 5+5→20", "fixed 20", "fixed 5"}
+        assert 5 <= row["sequential 5+5→20"]["mean_seeds"] <= 20
+        assert row["fixed 20"]["mean_seeds"] == 20 and row["fixed 5"]["mean_seeds"] == 5
+        assert all(0 <= r["better"] + r["worse"] <= 1 for r in row.values())
+    assert "| normal | 0σ |" in out.stdout

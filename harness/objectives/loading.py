@@ -93,8 +93,14 @@ class LoadedObjective:
         hp = {k: v for k, v in self.hyperparameters.items() if k in _hyperparameter_names(hook, fn)}
         wanted = self.context.get(hook, ())
 
-        def bound(*args: Any, **context: Any) -> Any:
-            return fn(*args, **hp, **{k: v for k, v in context.items() if k in wanted})
+        def bound(*args: Any, hyper: Mapping[str, Any] | None = None, **context: Any) -> Any:
+            # hyper: this member's own values (a tuned run's trial), as tensors
+            values = hp if not hyper else {**hp, **{k: v for k, v in hyper.items() if k in hp}}
+            if hyper and not getattr(fn, "takes_hyperparameters", True):
+                raise ValueError(f"{self.name}.{hook} is served from the sandbox with the "
+                                 f"hyperparameters it was loaded with; a run whose members "
+                                 f"differ in them trains in-process")
+            return fn(*args, **values, **{k: v for k, v in context.items() if k in wanted})
 
         bound.__name__ = f"{self.name}.{hook}"
         bound.context = wanted  # what the trainer has to compute for it

@@ -55,7 +55,7 @@ class Dimension:
                 x = math.exp(math.log(low) + u * (math.log(high) - math.log(low)))
             else:
                 x = low + u * (high - low)
-            return int(min(max(round(x), self.low), self.high))
+            return int(min(max(math.floor(x + 0.5), self.low), self.high))
         if self.log:
             return math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low)))
         return self.low + u * (self.high - self.low)
@@ -175,8 +175,27 @@ def sample(dimensions: Sequence[Dimension], k: int, seed: int) -> list[dict[str,
         raise SearchSpaceError(f"a tuning budget is at least 1 trial, got {k}")
     if not dimensions:
         return [{} for _ in range(k)]
+    names = [d.name for d in dimensions]
+    if len(set(names)) < len(names):
+        raise SearchSpaceError(f"a dimension name repeats: {names}")
     points = unit_points(len(dimensions), k, seed)
     return [{d.name: d.value(float(u)) for d, u in zip(dimensions, row, strict=True)}
+            for row in points]
+
+
+def trials(settings: Sequence[Dimension], hyper: Sequence[Dimension], k: int,
+           seed: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``k`` trials of a tuned run, each ``(settings, hyperparameters)``: one sample over
+    the suite's tuned settings (first columns) and the objective's space (after them), so
+    that every objective of the suite gets the same settings' values."""
+    if k < 1:
+        raise SearchSpaceError(f"a tuning budget is at least 1 trial, got {k}")
+    if not settings and not hyper:
+        return [({}, {}) for _ in range(k)]
+    points = unit_points(len(settings) + len(hyper), k, seed)
+    cut = len(settings)
+    return [({d.name: d.value(float(u)) for d, u in zip(settings, row[:cut], strict=True)},
+             {d.name: d.value(float(u)) for d, u in zip(hyper, row[cut:], strict=True)})
             for row in points]
 
 

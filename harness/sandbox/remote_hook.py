@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 class RemoteHook:
     """A hook whose body runs in the loss servers; called like the objective's own."""
 
+    # The servers bind the hyperparameters they loaded; per-member values would be dropped.
+    takes_hyperparameters = False
+
     def __init__(self, servers: LossServers, name: str) -> None:
         self.servers, self.name = servers, name
         self.__name__ = name

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -42,6 +42,39 @@ class Optimizer:
 
 
 @dataclass(frozen=True)
+class PerMember:
+    """What differs between the members of one run besides their seed: the trials of a
+    tuned run (:mod:`harness.objectives.search`). ``lr`` and ``weight_decay`` are one value
+    per member (None: the config's, for all); ``hyper`` the objective's hyperparameters, one
+    value per member each, given to its hook as tensors (0-d under ``vmap``) in place of the
+    bound defaults. A run with a ``PerMember`` takes the tensor path of the optimizer even
+    where every member has the same values, so a trial's numbers do not depend on the
+    trials beside it (up to where it sits in the stack: :mod:`harness.contract.chunks`)."""
+
+    lr: tuple[float, ...]
+    weight_decay: tuple[float, ...] | None = None
+    hyper: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        m = len(self.lr)
+        if m == 0 or any(not (isinstance(v, (int, float)) and v > 0) for v in self.lr):
+            raise ValueError(f"per-member learning rates must be positive numbers, got "
+                             f"{self.lr!r}")
+        if self.weight_decay is not None and (len(self.weight_decay) != m or any(
+                not isinstance(v, (int, float)) or v < 0 for v in self.weight_decay)):
+            raise ValueError(f"per-member weight decay: {m} values >= 0 expected, got "
+                             f"{self.weight_decay!r}")
+        for name, values in self.hyper.items():
+            if len(values) != m:
+                raise ValueError(f"hyperparameter {name!r}: {m} values expected (one per "
+                                 f"member), got {len(values)}")
+
+    @property
+    def members(self) -> int:
+        return len(self.lr)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     epochs: int = 100
     batch_size: int = 64
@@ -67,6 +100,13 @@ class TrainConfig:
         if self.lr_schedule == "constant":
             return lr
         return 0.5 * lr * (1 + math.cos(math.pi * step / total))
+
+    def schedule_at(self, step: int, total: int) -> float:
+        """The schedule's factor at ``step`` (1 at the start): members with learning rates
+        of their own (:class:`PerMember`) each take ``factor · lr``."""
+        if self.lr_schedule == "constant":
+            return 1.0
+        return 0.5 * (1 + math.cos(math.pi * step / total))
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> TrainConfig:

@@ -27,7 +27,7 @@ from torch.func import functional_call, vmap
 from torch.utils._pytree import tree_map
 
 from harness.train.batches import Batch, Sampler
-from harness.train.config import TrainConfig
+from harness.train.config import PerMember, TrainConfig
 from harness.train.optim import StackedOptimizer, clip_coefficients, grad_norms
 
 LossFn = Callable[..., Tensor]
@@ -65,6 +65,7 @@ def train_members(
     evaluate: Callable[[dict[str, Tensor]], Tensor] | None = None,
     cells_done: Callable[[float], None] | None = None,
     keep_epoch_params: bool = False,
+    per_member: PerMember | None = None,
 ) -> TrainResult:
     """Train every member from ``params`` (stacked ``[M, ...]``) for ``config.epochs``.
 
@@ -75,7 +76,9 @@ def train_members(
     stacked. ``cells_done(cells)`` is called after every epoch with the cells finished
     since the last call (members / epochs): a pipeline's progress report.
     ``keep_epoch_params`` also returns every epoch's parameters, so that a judge can
-    recompute each epoch's predictions itself.
+    recompute each epoch's predictions itself. ``per_member`` gives members learning rates,
+    weight decays and hyperparameters of their own (a tuned run's trials): the
+    hyperparameters reach the member loss in its batch, as ``batch["hyper"]``.
     """
     start = time.perf_counter()
     params = {k: _stored(v.detach().to(device), config.weight_layout).requires_grad_()
@@ -85,7 +88,8 @@ def train_members(
         raise ValueError(f"{members} members' parameters but batches for {batches.members}")
     batches = batches.to(device)
     leaves = list(params.values())
-    optimizer = StackedOptimizer(leaves, config.optimizer)
+    lrs, decay, hyper = _per_member_tensors(per_member, members, device)
+    optimizer = StackedOptimizer(leaves, config.optimizer, decay)
     state = torch.full((members, batches.size), float("nan"), device=device)
     steps_per_epoch = batches.steps_per_epoch
     total = steps_per_epoch * config.epochs
@@ -104,6 +108,8 @@ def train_members(
         grad_sum = torch.zeros(members, device=device)
         for j in range(steps_per_epoch):
             batch = batches.batch(epoch, j)
+            if hyper:
+                batch = {**batch, "hyper": hyper}
             progress = step / total
             if step_fn is not None:
                 try:
@@ -133,7 +139,9 @@ def train_members(
             if newly.any():  # after backward: the graph still holds the old weights
                 optimizer.zero_members(newly)
             norms = grad_norms(leaves, alive)
-            optimizer.step(config.lr_at(step, total), clip_coefficients(norms, config.grad_clip))
+            lr = config.lr_at(step, total) if lrs is None else lrs * config.schedule_at(
+                step, total)
+            optimizer.step(lr, clip_coefficients(norms, config.grad_clip))
             loss_sum += losses.detach().nan_to_num(0.0) * _batch_len(batch)
             grad_sum += norms
             step += 1
@@ -162,13 +170,38 @@ def train_members(
 
 def classification_member_loss(model: nn.Module, loss_fn: LossFn) -> MemberLoss:
     """The member loss of a classification hook on batches ``{"x", "y", "index"}``:
-    ``loss_fn(model(x), y, progress=, state=)``."""
+    ``loss_fn(model(x), y, progress=, state=)``, and ``hyper=`` the member's own
+    hyperparameters where the batch carries them (``PerMember``)."""
     def member_loss(p, batch, state, progress):
         logits = functional_call(model, p, (batch["x"],))
+        own = {"hyper": batch["hyper"]} if "hyper" in batch else {}
         return with_state(loss_fn, logits, batch["y"], state=state, index=batch["index"],
-                          progress=progress)
+                          progress=progress, **own)
 
     return member_loss
+
+
+def _per_member_tensors(per_member: PerMember | None, members: int, device: str
+                        ) -> tuple[Tensor | None, Tensor | None, dict[str, Tensor]]:
+    """Learning rates ``[M]`` (float64: the schedule multiplies them before the optimizer
+    rounds), weight decays ``[M]`` and hyperparameters ``{name: [M]}`` (float64 for floats,
+    which a float32 hook's arithmetic keeps at float32, int64 for ints) of ``per_member``."""
+    if per_member is None:
+        return None, None, {}
+    if per_member.members != members:
+        raise ValueError(f"{members} members but per-member settings for "
+                         f"{per_member.members}")
+    lrs = torch.tensor(per_member.lr, dtype=torch.float64, device=device)
+    decay = None if per_member.weight_decay is None else torch.tensor(
+        per_member.weight_decay, dtype=torch.float64, device=device)
+    hyper = {}
+    for name, values in per_member.hyper.items():
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+            raise ValueError(f"hyperparameter {name!r}: only numbers differ between the "
+                             f"members of one run, got {values!r} (run each choice apart)")
+        kind = torch.int64 if all(isinstance(v, int) for v in values) else torch.float64
+        hyper[name] = torch.tensor(values, dtype=kind, device=device)
+    return lrs, decay, hyper
 
 
 def with_state(hook: LossFn, *args: object, state: Tensor, index: Tensor,

@@ -18,10 +18,17 @@ from harness.train.config import Optimizer
 
 
 class StackedOptimizer:
-    """Optimizer state for stacked ``leaves`` (each ``[M, ...]`` with ``.grad`` set)."""
+    """Optimizer state for stacked ``leaves`` (each ``[M, ...]`` with ``.grad`` set).
 
-    def __init__(self, leaves: list[Tensor], spec: Optimizer):
+    ``weight_decay`` ``[M]`` gives each member its own decay (a tuned run's trials); then,
+    or when :meth:`step` gets a learning rate per member (a ``[M]`` tensor), the update
+    takes the per-member path: the same arithmetic with the scalars as ``[M, 1, …]``
+    tensors, which rounds differently from the scalar path in the last bit."""
+
+    def __init__(self, leaves: list[Tensor], spec: Optimizer,
+                 weight_decay: Tensor | None = None):
         self.leaves, self.spec = leaves, spec
+        self.member_decay = weight_decay
         self.steps = 0
         if spec.kind == "sgd":
             self.buffers = [torch.zeros_like(p) for p in leaves]  # momentum
@@ -30,9 +37,17 @@ class StackedOptimizer:
             self.exp_avg_sq = [torch.zeros_like(p) for p in leaves]
 
     @torch.no_grad()
-    def step(self, lr: float, coef: Tensor) -> None:
+    def step(self, lr: float | Tensor, coef: Tensor) -> None:
         self.steps += 1
-        if self.spec.kind == "sgd":
+        if isinstance(lr, Tensor) or self.member_decay is not None:
+            lr = lr if isinstance(lr, Tensor) else torch.full_like(coef, lr)
+            decay = self.member_decay if self.member_decay is not None else torch.full_like(
+                coef, self.spec.weight_decay)
+            if self.spec.kind == "sgd":
+                self._sgd_members(lr.to(coef.dtype), decay.to(coef.dtype), coef)
+            else:
+                self._adam_members(lr.to(coef.dtype), decay.to(coef.dtype), coef)
+        elif self.spec.kind == "sgd":
             self._sgd(lr, coef)
         else:
             self._adam(lr, coef)
@@ -76,6 +91,37 @@ class StackedOptimizer:
             v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
             denom = (v.sqrt() / bias_correction2_sqrt).add_(s.eps)
             leaf.addcdiv_(m, denom, value=-step_size)
+
+
+    def _sgd_members(self, lr: Tensor, decay: Tensor, coef: Tensor) -> None:
+        """:meth:`_sgd` with a learning rate and a weight decay per member."""
+        s = self.spec
+        for leaf, buf in zip(self.leaves, self.buffers, strict=True):
+            c, rate = _per_member(coef, leaf), _per_member(lr, leaf)
+            grad = leaf.grad * c + _per_member(decay, leaf) * leaf
+            buf.mul_(s.momentum).add_(grad)
+            if s.nesterov:
+                leaf.sub_((grad + s.momentum * buf) * rate)
+            else:
+                leaf.sub_(buf * rate)
+
+    def _adam_members(self, lr: Tensor, decay: Tensor, coef: Tensor) -> None:
+        """:meth:`_adam` with a learning rate and a weight decay per member."""
+        s = self.spec
+        beta1, beta2 = s.betas
+        bias_correction1 = 1 - beta1 ** self.steps
+        bias_correction2_sqrt = (1 - beta2 ** self.steps) ** 0.5
+        for leaf, m, v in zip(self.leaves, self.exp_avg, self.exp_avg_sq, strict=True):
+            rate, wd = _per_member(lr, leaf), _per_member(decay, leaf)
+            grad = leaf.grad * _per_member(coef, leaf)
+            if s.kind == "adamw":
+                leaf.mul_(1 - rate * wd)
+            else:
+                grad = grad + wd * leaf
+            m.lerp_(grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            denom = (v.sqrt() / bias_correction2_sqrt).add_(s.eps)
+            leaf.sub_(m / denom * (rate / bias_correction1))
 
 
 def _per_member(coef: Tensor, like: Tensor) -> Tensor:
