@@ -131,7 +131,8 @@ def run(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | None =
         sandbox: bool = False, force: bool = False, workers: int | None = None,
         data_root: str | None = None, download: bool = False,
         row_order_from: str | None = None, factorial: int | None = None,
-        progress: str | bool = "auto", say: Callable[[str], None] = print) -> Results:
+        tuned: bool = False, progress: str | bool = "auto",
+        say: Callable[[str], None] = print) -> Results:
     """Train every (objective, variant, seed) cell not yet stored, store it, and return
     the results of these objectives (and the suite's reference, always run with them).
 
@@ -140,7 +141,8 @@ def run(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | None =
     single objective (``--set``); ``epochs``: a shortened smoke run, stored apart (suite
     version V+eN); ``sandbox``: train objective files in the server's sandbox;
     ``factorial``: N levels of every seed stream instead of ``seeds`` (see
-    :meth:`Results.variance`); ``progress``: "auto" (a notebook or terminal bar),
+    :meth:`Results.variance`); ``tuned``: the suite's tuned protocol (harness/runner/tuning.py,
+    stored apart as V+tunedK); ``progress``: "auto" (a notebook or terminal bar),
     "notebook", "terminal" or False; ``say``: where notes go (held-out variants, cells
     skipped, failures). Interrupted (Ctrl-C, a notebook's ■), the finished groups stay
     stored and the group in training is discarded whole: :class:`Interrupted` is raised.
@@ -177,6 +179,10 @@ def run(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | None =
             loaded.insert(0, load_objective(suite_obj.reference))  # P(improvement) needs it
             specs.insert(0, suite_obj.reference)
     setup()
+    if tuned:  # harness/tuned_run.py
+        from harness.tuned_run import train_tuned
+
+        return train_tuned(suite_obj, specs, loaded, variants, seed_list, locals())
     plan = _Plan(suite_obj, specs, loaded, variants, seed_list)
     versions = _train([plan], factorial is not None, device=device, mode=mode,
                       sandbox=sandbox, force=force, workers=workers, data_root=data_root,
@@ -471,13 +477,8 @@ def _device(name: str) -> str:
 def _server_row_key(server: str, obj) -> str:
     from harness import upload
 
-    token = os.environ.get("HARNESS_TOKEN")
-    if not token:
-        raise HarnessError(f"the row order of {server}: no API token: make one on your "
-                           f"account page ({server.rstrip('/')}/accounts/) and set "
-                           f"HARNESS_TOKEN")
     try:
-        return upload.row_key(server, token, obj.version_key)
+        return upload.row_key(server, os.environ.get("HARNESS_TOKEN", ""), obj.version_key)
     except upload.UploadFailed as exc:
         raise HarnessError(f"the row order of {server}: {exc}") from None
 

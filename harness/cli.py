@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "levels of each seed stream (init, data order, noise draw), "
                             "N**3 cells per objective and variant, stored apart from the "
                             "seeds; prints each stream's share of the variance")
+    suite.add_argument("--tuned", action="store_true",
+                       help="the suite's tuned protocol: every objective (the reference "
+                            "too) gets the same k trials of the learning rate, the tuned "
+                            "settings and its SEARCH_SPACE, chosen on a validation split, "
+                            "then the chosen trial on the seeds; stored apart (V+tunedK)")
     suite.add_argument("--mode", choices=("auto", "vmap", "loop"), default="auto",
                        help="seed batching: auto falls back to a loop when vmap fails")
     suite.add_argument("--force", action="store_true", help="rerun cells already stored")
@@ -201,7 +206,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
             hyperparameters=parse_assignments(args.overrides), epochs=args.epochs,
             device=args.device, mode=args.mode, sandbox=args.sandbox, force=args.force,
             workers=args.workers, data_root=args.data_root, download=args.download,
-            row_order_from=args.row_order_from, factorial=args.factorial,
+            row_order_from=args.row_order_from, factorial=args.factorial, tuned=args.tuned,
             progress=False if args.json else "terminal",
             say=lambda message: _say(message, args))
     except ObjectiveError as exc:

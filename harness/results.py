@@ -115,7 +115,7 @@ class Results:
         """The tables as ``harness run --json`` prints them (values in stored units)."""
         t = self.tables()
         suite = self.suite
-        out = {"suite": suite.name, "suite_version": suite.version,
+        out = {"suite": suite.name, "suite_version": suite.version, "track": suite.track,
                "headline": suite.headline, "headline_metric": suite.headline_metric.to_json(),
                "metrics": {m.name: m.to_json() for m in suite.metrics},
                "reference": suite.reference,

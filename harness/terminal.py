@@ -45,7 +45,7 @@ def render_tables(suite: Suite, variants: list[str], tables: dict[str, list[Tabl
     unit = " (pp)" if head.percent else ""
     for v in variants:
         secondary = columns[v]
-        table = Table(title=f"{suite.name} v{suite.version} · {v} · {head.label} "
+        table = Table(title=f"{suite.name} v{suite.version}{_track(suite)} · {v} · {head.label} "
                             f"({head.better} is better)",
                       title_justify="left", header_style="bold", caption_justify="left")
         table.add_column("objective")
@@ -223,7 +223,7 @@ def render_across(suite: Suite, variants: list[str], rows: list, left_out: list[
     and its worst variant, formatted like the per-variant tables."""
     head = suite.headline_metric
     console = Console(width=None if sys.stdout.isatty() else 140)
-    title = (f"{suite.name} v{suite.version} · across variants · {head.label} "
+    title = (f"{suite.name} v{suite.version}{_track(suite)} · across variants · {head.label} "
              f"({head.better} is better)")
     table = Table(title=title, title_justify="left", header_style="bold",
                   min_width=len(title))
@@ -241,3 +241,8 @@ def render_across(suite: Suite, variants: list[str], rows: list, left_out: list[
         notes.append(f"left out (no result on every shown variant): "
                      f"{', '.join(shown(x) for x in left_out)}")
     console.print("\n".join(notes), highlight=False)
+
+
+def _track(suite: Suite) -> str:
+    """" (tuned at k=8)" beside a tuned version; nothing for the defaults."""
+    return "" if suite.track == "defaults" else f" ({suite.track})"

@@ -35,6 +35,9 @@ def status(server: str, token: str, upload_id: int) -> dict:
 
 def row_key(server: str, token: str, version_key: str) -> str:
     """The server's row-order key for one objective version (``harness.sandbox.remote``)."""
+    if not token:
+        raise UploadFailed(f"no API token: make one on your account page "
+                           f"({server.rstrip('/')}/accounts/) and set HARNESS_TOKEN")
     return _call(urllib.request.Request(_url(server, f"/api/row-keys/{version_key}"),
                                         headers=_headers(token, {})))["row_key"]
 

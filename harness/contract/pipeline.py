@@ -66,6 +66,12 @@ class TrainOutput:
 class Pipeline(ABC):
     """prepare → train → judge for one suite (see the module docstring)."""
 
+    # A tuned run (harness/tuning.py) trains each of a job's members once per trial: the
+    # inputs and plan entries that hold one row per member, which it repeats per trial.
+    # () = the suite has no tuned protocol.
+    member_inputs: tuple[str, ...] = ()
+    member_plan: tuple[str, ...] = ()
+
     @abstractmethod
     def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
                 data_root: str | None = None, download: bool = False) -> list[Job]:

@@ -176,15 +176,25 @@ def get_suite(name: str) -> Suite:
 
 
 def suite_at(name: str, version: str) -> Suite:
-    """The registry's suite at a stored version, including a shortened ``V+eN`` version."""
+    """The registry's suite at a stored version: ``V``, a shortened ``V+eN``, the tuned
+    protocol's final ``V+tunedK`` and its trials' ``V+tunedK.tI`` (after ``+eN`` too)."""
     suite = get_suite(name)
     if version == suite.version:
         return suite
-    match = re.fullmatch(re.escape(suite.version) + r"\+e(\d+)", version)
-    if match is None:
+    match = re.fullmatch(re.escape(suite.version) + r"(?:\+e(\d+))?(?:\+tuned(\d+)(?:\.t(\d+))?)?",
+                         version)
+    if match is None or (match[2] is not None and (
+            suite.tuning is None or int(match[2]) != suite.tuning.k)):
         raise LookupError(f"suite {name} version {version} is no longer available "
                           f"(current version: {suite.version})")
-    return suite.shortened(int(match.group(1)))
+    if match[1] is not None:
+        suite = suite.shortened(int(match[1]))
+    if match[2] is not None:
+        try:
+            suite = suite.tuned() if match[3] is None else suite.trial(int(match[3]))
+        except ValueError as exc:  # a trial outside the budget
+            raise LookupError(f"suite {name} version {version}: {exc}") from None
+    return suite
 
 
 def package_of(suite: Suite | str) -> str:

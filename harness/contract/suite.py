@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -212,13 +213,17 @@ class Tuning:
     ``seed`` fixing the scrambling); the validation split trials are chosen on, drawn from
     the variant's training data (``validation_share`` of it, with the labels a practitioner
     has: noisy ones under label noise), never the test set; ``selection`` says in words
-    how a trial is chosen, for the pages."""
+    how a trial is chosen, for the pages; ``metric`` the metric it is chosen by, measured on
+    the validation split (the headline when empty); ``search_seeds`` the seeds each trial
+    trains (a whole member chunk), apart from the final evaluation's."""
 
     space: Mapping[str, Mapping[str, Any]]
     k: int = 8
     validation_share: float = 0.1
     selection: str = ""
     seed: int = 0
+    metric: str = ""
+    search_seeds: tuple[int, ...] = (1000, 1001, 1002, 1003, 1004)
 
     def dimensions(self) -> tuple[Any, ...]:
         from harness.objectives.search import parse
@@ -497,6 +502,48 @@ class Suite:
     @property
     def base_version(self) -> str:
         return self.version.split("+")[0]
+
+    # The tuned protocol's versions (harness/tuning.py): results stored apart from the
+    # defaults', each trial's search apart from the final evaluation.
+
+    def tuned(self, settings: Mapping[str, Any] | None = None) -> Suite:
+        """The final evaluation of the tuned protocol, ``V+tunedK``, trained with the chosen
+        trial's ``settings`` (the suite's own when None: the version a table reads)."""
+        k = self._tuning().k
+        return replace(self, version=f"{self.version}+tuned{k}",
+                       settings={**self.settings, **(settings or {})})
+
+    def trial(self, index: int | None) -> Suite:
+        """Trial ``index``'s search on the validation split, ``V+tunedK.tI`` (its settings
+        are the sampler's); ``None``: the search of every trial batched at once, whose
+        members bring their own settings."""
+        from harness.objectives.search import trials
+
+        t = self._tuning()
+        settings = {**self.settings, "validation_share": t.validation_share}
+        if index is None:
+            return replace(self, version=f"{self.version}+tuned{t.k}.search", settings=settings)
+        if not 0 <= index < t.k:
+            raise ValueError(f"trial {index} of a budget of {t.k}")
+        chosen = trials(t.dimensions(), (), t.k, t.seed)[index][0]
+        return replace(self, version=f"{self.version}+tuned{t.k}.t{index}",
+                       settings={**settings, **chosen})
+
+    @property
+    def track(self) -> str:
+        """Which protocol this version's results follow: "defaults" (each objective at its
+        author's hyperparameters, the suite's settings), "tuned at k=K" or, for a trial's
+        search on the validation split, "tuned at k=K, trial I (validation)"."""
+        match = re.search(r"\+tuned(\d+)(?:\.t(\d+))?$", self.version)
+        if match is None:
+            return "defaults"
+        trial = f", trial {match[2]} (validation)" if match[2] is not None else ""
+        return f"tuned at k={match[1]}{trial}"
+
+    def _tuning(self) -> Tuning:
+        if self.tuning is None:
+            raise SuiteError(f"suite {self.name!r} has no tuned protocol")
+        return self.tuning
 
 
 

@@ -8,7 +8,7 @@
 """
 
 from harness.train.batches import Paired, Sampler, Shuffled, epoch_orders
-from harness.train.config import Optimizer, TrainConfig
+from harness.train.config import Optimizer, PerMember, TrainConfig, per_member_of
 from harness.train.loop import (
     MemberLoss,
     ObjectiveRuntimeError,
@@ -21,8 +21,8 @@ from harness.train.loop import (
 )
 from harness.train.members import logits, predict, stack, stacked_init
 
-__all__ = ["MemberLoss", "ObjectiveRuntimeError", "Optimizer", "Paired", "Sampler", "Shuffled",
+__all__ = ["MemberLoss", "ObjectiveRuntimeError", "Optimizer", "Paired", "PerMember", "Sampler",
+           "Shuffled",
            "TrainConfig", "TrainResult", "classification_member_loss", "each_member",
-           "epoch_orders",
-           "logits", "predict", "reduce_loss", "stack", "stacked_init", "train_members",
-           "with_state"]
+           "epoch_orders", "logits", "per_member_of", "predict", "reduce_loss", "stack",
+           "stacked_init", "train_members", "with_state"]

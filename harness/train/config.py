@@ -74,6 +74,17 @@ class PerMember:
         return len(self.lr)
 
 
+def per_member_of(plan: Mapping[str, Any]) -> PerMember | None:
+    """The per-member settings a tuned run's job carries in its plan (``plan["per_member"]``:
+    ``{"lr": [...], "weight_decay": [...], "hyper": {name: [...]}}``), or None."""
+    raw = plan.get("per_member")
+    if not raw:
+        return None
+    decay = raw.get("weight_decay")
+    return PerMember(lr=tuple(raw["lr"]), weight_decay=None if decay is None else tuple(decay),
+                     hyper={k: tuple(v) for k, v in (raw.get("hyper") or {}).items()})
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     epochs: int = 100

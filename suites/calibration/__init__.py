@@ -145,7 +145,8 @@ SUITE = Suite(
     tuning=Tuning({"lr": {"low": 1e-4, "high": 1e-2, "log": True},
                    "weight_decay": {"low": 0.0, "high": 1e-4}}, k=8,
                   selection="the trial with the lowest mean NLL on the validation split "
-                            "(the suite's own, which temperature scaling fits on too)"),
+                            "(the suite's own, which temperature scaling fits on too)",
+                  metric="nll"),
     curves=CURVES,
     reliability=ReliabilitySpec("bin_confidence", "bin_accuracy", "bin_count",
                                 label="reliability of the top-label confidence (clean test)"),

@@ -11,6 +11,7 @@ checks a calibrator's probabilities, and computes every metric.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -35,6 +36,7 @@ from harness.train import (
     classification_member_loss,
     each_member,
     logits,
+    per_member_of,
     stacked_init,
     train_members,
 )
@@ -48,6 +50,8 @@ SHIFTS = [("noise", s) for s in NOISE] + [("dropout", s) for s in DROPOUT]
 
 
 class Calibration(Pipeline):
+    member_inputs, member_plan = ("labels",), ("seeds",)  # a tuned run's trials repeat them
+
     def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
                 data_root: str | None = None, download: bool = False) -> list[Job]:
         """One job per data set. The trainer sees the training set, the validation set
@@ -56,6 +60,9 @@ class Calibration(Pipeline):
         jobs = []
         for variant in variants:
             d = data.load(variant.config["dataset"], data_root, download)
+            if suite.settings.get("validation_share"):
+                # a tuned run's search: judged on the validation split, never the test set
+                d = dataclasses.replace(d, x_test=d.x_val, y_test=d.y_val)
             tests = np.stack([d.x_test] + [data.shifted(d, k, s) for k, s in SHIFTS])
             members = [(variant.name, s) for s in seeds]
             jobs.append(Job(members,
@@ -88,9 +95,11 @@ class Calibration(Pipeline):
                 classification_member_loss(model, loss), init,
                 Shuffled(seeds, config.batch_size, config.epochs, shared={"x": x_train},
                          own={"y": torch.from_numpy(labels)}),
-                config, mode=mode, device=device, cells_done=progress)
+                config, mode=mode, device=device, cells_done=progress,
+                per_member=per_member)
 
-        if trains.origin != "builtin":
+        per_member = per_member_of(plan)
+        if trains.origin != "builtin" or per_member is not None:
             trained = fit()
         else:  # the reference's group and every calibrator's train the same weights: once
             trained = once(_training_key(suite, trains, seeds, inputs["x_train"], labels, mode,

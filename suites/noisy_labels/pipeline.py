@@ -27,6 +27,7 @@ from harness.train import (
     Shuffled,
     TrainConfig,
     classification_member_loss,
+    per_member_of,
     predict,
     stacked_init,
     train_members,
@@ -46,6 +47,8 @@ class Dataset:
 
 
 class NoisyLabels(Pipeline):
+    member_inputs, member_plan = ("labels",), ("seeds",)  # a tuned run's trials repeat them
+
     def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
                 data_root: str | None = None, download: bool = False) -> list[Job]:
         """One job per dataset: training inputs, each member's noisy labels, unlabeled test
@@ -55,8 +58,12 @@ class NoisyLabels(Pipeline):
             split = heldout.draw(suite.name, v.name, "split") if v.held_out_of else None
             by_dataset.setdefault((v.config["dataset"], split), []).append(v)
         jobs = []
+        share = suite.settings.get("validation_share")
         for (name, split), group in by_dataset.items():
             data = load_dataset(name, data_root, download, split=split)
+            if share:  # a tuned run's search: one job per variant (its own validation labels)
+                jobs += [self._searching(data, v, seeds, share) for v in group]
+                continue
             members = [(v.name, s) for v in group for s in seeds]
             noisy = np.stack([noisy_labels(data, v, s, data_root, salt=_noise_salt(suite, v))
                               for v in group for s in seeds])
@@ -65,6 +72,17 @@ class NoisyLabels(Pipeline):
                             {"seeds": [s for _, s in members], "num_classes": data.num_classes},
                             private=data))
         return jobs
+
+    def _searching(self, data: Dataset, variant: Variant, seeds: list[int],
+                   share: float) -> Job:
+        """The job of a tuned run's search: trained on the training set less a validation
+        split, judged on that split against its noisy labels (one fixed draw of the
+        variant's noise: a practitioner's validation set is as noisy as the rest)."""
+        part = validation_split(data, variant, share)
+        noisy = np.stack([noisy_labels(part, variant, s) for s in seeds])
+        return Job([(variant.name, s) for s in seeds],
+                   {"x_train": part.x_train, "labels": noisy, "x_eval": part.x_test},
+                   {"seeds": list(seeds), "num_classes": part.num_classes}, private=part)
 
     def train(self, suite: Suite, objective: LoadedObjective, inputs: Mapping[str, np.ndarray],
               plan: Mapping[str, Any], *, device: str = "cpu", mode: str = "auto",
@@ -88,7 +106,7 @@ class NoisyLabels(Pipeline):
                      own={"y": labels}),
             config, mode=mode, device=device,
             evaluate=None if keep else (lambda p: predict(model, p, x_eval)),
-            cells_done=progress, keep_epoch_params=keep)
+            cells_done=progress, keep_epoch_params=keep, per_member=per_member_of(plan))
         arrays = params_out(trained.params)
         if keep:
             arrays.update(params_out(trained.epoch_params, "epoch_param:"))
@@ -194,6 +212,18 @@ def noisy_labels(data: Dataset, variant: Variant, seed: int,
         path = Path(data_root(root)) / "CIFAR-10_human.pt"
         return load_cifar10n_labels(path, rate, expected_len=len(y)).astype(np.int64)
     raise ValueError(f"unknown noise kind {kind!r}")
+
+
+def validation_split(data: Dataset, variant: Variant, share: float) -> Dataset:
+    """``data`` with a ``share`` of its training rows taken out as the test set (a fixed
+    draw per data set), labelled with one fixed draw of ``variant``'s noise."""
+    n = len(data.y_train)
+    rng = seeding.rng(0, seeding.ORDER, "validation-split", n)
+    held = np.sort(rng.permutation(n)[:max(1, round(share * n))])
+    kept = np.setdiff1d(np.arange(n), held)
+    noisy = noisy_labels(data, variant, 0, salt="validation")
+    return Dataset(data.x_train[kept], data.y_train[kept], data.x_train[held], noisy[held],
+                   data.num_classes)
 
 
 def _noise_salt(suite: Suite, variant: Variant) -> str:

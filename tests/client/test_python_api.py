@@ -162,6 +162,10 @@ def test_validate_reports_a_function_and_a_broken_one(tmp_path, monkeypatch):
     (lambda: api.run("noisy-labels", "gce", factorial=1), "factorial needs 2 to"),
     (lambda: api.run("calibration", "gce", factorial=2), "declares no seed streams"),
     (lambda: api.run("tta", "gce"), "but the tta suite runs only objectives defining"),
+    (lambda: api.run("tta", "tent", tuned=True), "declares no tuned protocol"),
+    (lambda: api.run("noisy-labels", "gce", tuned=True, factorial=2), "drop --factorial"),
+    (lambda: api.run("calibration", "temperature", tuned=True),
+     "tunes training objectives"),
     (lambda: api.compare("ce", "gce", suite="nope"), "no suite 'nope'"),
 ])
 def test_bad_requests_are_clear_errors_before_anything_trains(db, call, message):

@@ -1,0 +1,91 @@
+"""``harness run suite NAME --tuned`` (``api.run(..., tuned=True)``): the tuned protocol
+(:mod:`harness.runner.tuning`) for every (objective, variant) whose final cells are not
+stored yet, over the worker processes, each trial's search cells and the final cells
+stored as they come back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.contract.suite import Suite
+
+
+def check_tunable(suite: Suite, loaded: list[Any], sandbox: bool,
+                  factorial: int | None) -> None:
+    """Refuse, with the reason, a tuned run the protocol cannot make."""
+    from harness.api import HarnessError
+    from harness.contract.registry import all_suites
+
+    if suite.tuning is None:
+        raise HarnessError(f"the {suite.name} suite declares no tuned protocol (suites with "
+                           f"one: {', '.join(s.name for s in all_suites() if s.tuning)})")
+    if sandbox or factorial is not None:
+        raise HarnessError("a tuned run trains trusted objectives in this process: drop "
+                           + ("--sandbox" if sandbox else "--factorial"))
+    untrained = [o.name for o in loaded if suite.hooks[0] not in o.hooks]
+    if untrained:
+        raise HarnessError(f"the tuned protocol tunes training objectives "
+                           f"({suite.hooks[0]}); not: {', '.join(untrained)}")
+
+
+def train_tuned(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str],
+                seeds: list[int], asked: dict[str, Any]) -> Any:
+    """Tune and evaluate every (objective, variant) not stored yet (``asked``: the rest of
+    :func:`harness.api.run`'s arguments); the results of the tuned track."""
+    from harness.api import Results, _device
+
+    check_tunable(suite, loaded, asked["sandbox"], asked["factorial"])
+    options = {"device": _device(asked["device"]), "mode": asked["mode"],
+               "data_root": asked["data_root"], "download": asked["download"]}
+    versions = _tune(suite, specs, loaded, variants, seeds, workers=asked["workers"],
+                     force=asked["force"], options=options, say=asked["say"])
+    return Results(suite.tuned(), versions, variants)
+
+
+def _tune(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str],
+          seeds: list[int], *, workers: int | None, force: bool, options: dict[str, Any],
+          say: Callable[[str], None]) -> list[Any]:
+    """The objectives' stored versions (their default versions: a tuned cell records the
+    trial it ran), once every pair not stored is tuned and stored."""
+    from harness.runner.environment import environment
+    from harness.runner.processes import default_workers, map_in_workers, workers_for_caller
+    from harness.runner.tuning import tune
+    from harness.storage import store
+
+    final = suite.tuned()
+    versions, calls = [], []
+    for spec, objective in zip(specs, loaded, strict=True):
+        version = store.version_for(objective)
+        versions.append(version)
+        done = set() if force else store.finished_cells(version, final, variants, seeds)
+        for variant in variants:
+            if any((variant, s) not in done for s in seeds):
+                calls.append((version, objective.label, (
+                    suite.name, suite.version, spec, dict(objective.hyperparameters)
+                    if objective.hyperparameters != objective.defaults else {}, variant,
+                    list(seeds), options)))
+    skipped = len(loaded) * len(variants) - len(calls)
+    if skipped:
+        say(f"{skipped} (objective, variant) pairs already tuned and stored (rerun them with "
+            f"--force)")
+    if not calls:
+        return versions
+    k = suite.tuning.k
+    say(f"tuning {len(calls)} (objective, variant) pair{'s' * (len(calls) > 1)}: {k} trials × "
+        f"{len(suite.tuning.search_seeds)} search seeds each on a validation split, then the "
+        f"chosen trial on {len(seeds)} seeds")
+    env = environment(options.get("device", "cpu"))
+    workers = workers_for_caller(workers or default_workers(), say)
+    for (version, label, _), tuned in zip(calls, map_in_workers(
+            tune, [c[2] for c in calls], workers=workers), strict=True):
+        for index, cells in tuned.searched.items():
+            store.store_results(version, suite.trial(index), cells, env)
+        store.store_results(version, final, tuned.final, env)
+        chosen = "no trial (every one failed)" if tuned.chosen is None else (
+            f"trial {tuned.chosen}: " + ", ".join(
+                f"{n}={v:.3g}" if isinstance(v, float) else f"{n}={v}" for n, v in {
+                    **tuned.trials[tuned.chosen].settings,
+                    **tuned.trials[tuned.chosen].hyperparameters}.items()))
+        say(f"{label} on {tuned.variant}: {chosen} ({tuned.wall_time:.0f} s)")
+    return versions

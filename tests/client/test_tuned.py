@@ -1,0 +1,109 @@
+"""The tuned protocol end to end (harness.runner.tuning, harness.tuned_run): every objective
+gets the same trials of the suite's settings, each trial is chosen on a validation split
+drawn from the training data, and the chosen one is stored apart from the defaults with the
+trial it ran. A 1-epoch run on the test database (seconds)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness import api
+from harness.contract.registry import get_suite, suite_at
+from harness.contract.suite import CellResult
+from harness.runner.tuning import choose
+
+
+def _cells(version: str):
+    from harness.storage.models import Cell
+
+    return list(Cell.objects.filter(suite="noisy-labels", suite_version=version)
+                .prefetch_related("metrics").select_related("version__objective"))
+
+
+def test_a_tuned_run_tunes_everyone_alike_on_validation_and_stores_it_apart(db):
+    notes, again = [], []
+    res = api.run("noisy-labels", "mae", variants=["sym-0.4"], seeds=5, epochs=1, tuned=True,
+                  workers=1, progress=False, say=notes.append)
+    api.run("noisy-labels", "mae", variants=["sym-0.4"], seeds=5, epochs=1, tuned=True,
+            workers=1, progress=False, say=again.append)
+    assert res.suite.version == "1.0+e1+tuned8" and res.to_json()["track"] == "tuned at k=8"
+    rows = res.to_json()["variants"]["sym-0.4"]
+    assert {r["objective"] for r in rows} == {"ce", "mae"} and all(r["seeds"] == 5 for r in rows)
+    assert not _cells("1.0+e1")  # the defaults' track got nothing
+    assert any("tuning 2 (objective, variant) pairs" in n for n in notes)
+    assert any("already tuned and stored" in n for n in again)  # a rerun trains nothing
+    assert not any(n.startswith("tuning") for n in again)
+
+    suite = suite_at("noisy-labels", "1.0+e1")
+    searched = {}
+    for t in range(8):
+        for cell in _cells(f"1.0+e1+tuned8.t{t}"):
+            assert cell.environment["split"] == "validation"
+            assert cell.environment["tuned"]["trial"] == t
+            searched.setdefault(cell.version.objective.slug, {}).setdefault(t, []).append(cell)
+    assert set(searched) == {"ce", "mae"}
+    for trials in searched.values():
+        assert sorted(trials) == list(range(8)) and all(len(c) == 5 for c in trials.values())
+    # the shared settings: trial t has the same learning rate and weight decay for ce and mae
+    lr = {slug: [suite.trial(t).settings["lr"] for t in range(8)] for slug in searched}
+    assert lr["ce"] == lr["mae"] and len(set(lr["ce"])) == 8
+    for slug, trials in searched.items():
+        as_results = {t: [CellResult("sym-0.4", c.seed, c.status,
+                                     {m.name: m.value for m in c.metrics.all()})
+                          for c in cells] for t, cells in trials.items()}
+        chosen = choose(suite, as_results)
+        final = [c for c in _cells("1.0+e1+tuned8") if c.version.objective.slug == slug]
+        assert len(final) == 5
+        assert {c.environment["tuned"]["trial"] for c in final} == {chosen}  # what val chose
+        assert final[0].environment["tuned"]["settings"]["lr"] == pytest.approx(
+            lr[slug][chosen])
+
+
+def test_selection_is_the_best_mean_with_every_seed_ok():
+    suite = get_suite("calibration")  # chosen by NLL: lower is better
+
+    def cells(*nll, status="ok"):
+        return [CellResult("v", s, status, {"nll": x}) for s, x in enumerate(nll)]
+
+    assert choose(suite, {0: cells(1.0, 1.2), 1: cells(0.9, 1.1), 2: cells(0.9, 1.1)}) == 1
+    # a trial with a failed seed is never chosen, however good the others
+    failed = {0: cells(1.0, 1.0), 1: [*cells(0.1), CellResult("v", 1, "diverged", {})]}
+    assert choose(suite, failed) == 0
+    assert choose(suite, {0: cells(math.nan, 1.0)}) is None
+    assert choose(get_suite("noisy-labels"), {
+        0: [CellResult("v", 0, "ok", {"test_acc": 0.5})],
+        1: [CellResult("v", 0, "ok", {"test_acc": 0.6})]}) == 1
+
+
+def test_the_search_never_sees_the_test_set():
+    from suites.noisy_labels.pipeline import load_dataset, noisy_labels, validation_split
+
+    suite = get_suite("noisy-labels")
+    variant = suite.variant("sym-0.4")
+    data = load_dataset("digits", None, False)
+    part = validation_split(data, variant, 0.1)
+    assert len(part.y_test) == 100 and len(part.y_train) == 900
+    # the validation rows are training rows (none of the test set), taken out of training
+    rows = {r.tobytes() for r in data.x_train}
+    assert all(r.tobytes() in rows for r in part.x_test)
+    assert not {r.tobytes() for r in part.x_test} & {r.tobytes() for r in part.x_train}
+    assert not {r.tobytes() for r in part.x_test} & {r.tobytes() for r in data.x_test}
+    # labelled as noisily as the training labels (40%), the same draw every time
+    index = [next(i for i, r in enumerate(data.x_train) if np.array_equal(r, x))
+             for x in part.x_test[:100]]
+    clean = data.y_train[index]
+    assert 0.25 < (part.y_test != clean).mean() < 0.55
+    assert np.array_equal(part.y_test, validation_split(data, variant, 0.1).y_test)
+    assert noisy_labels(part, variant, 3).shape == (900,)
+
+
+@pytest.mark.parametrize("version, message", [
+    ("1.0+tuned4", "no longer available"), ("1.0+tuned8.t8", "trial 8 of a budget of 8"),
+    ("1.0+tuned", "no longer available")])
+def test_a_tuned_version_outside_the_protocol_is_refused(version, message):
+    with pytest.raises(LookupError, match=message):
+        suite_at("noisy-labels", version)
+    assert suite_at("noisy-labels", "1.0+e3+tuned8.t2").settings["epochs"] == 3
