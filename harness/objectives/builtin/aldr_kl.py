@@ -2,12 +2,23 @@
 
 Stateful: each training sample's lambda lives in the trainer's per-seed memory; the hook
 gets its batch's slice as ``state`` and updates it in place.
+
+Search space: lambda0 in [0.1, 10] (log), the reference's grid {0.1, 1, 10} for Lambda
+(experiment.py, commented out beside the chosen 10); alpha in [1.1, 10] (log; ours around
+the reference's 2: alpha > 1 keeps lambda >= lambda0 (1 - 1/alpha) > 0); margin in [0, 0.5]
+(ours around the fixed 0.1). softplus is a switch of the input transform, not tuned.
 """
 
 import math
 
 import torch
 import torch.nn.functional as F
+
+SEARCH_SPACE = {
+    "alpha": {"low": 1.1, "high": 10.0, "log": True},
+    "lambda0": {"low": 0.1, "high": 10.0, "log": True},
+    "margin": {"low": 0.0, "high": 0.5},
+}
 
 
 def classification_loss(

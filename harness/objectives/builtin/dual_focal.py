@@ -1,6 +1,14 @@
-"""Dual focal loss, Tao, Dong and Xu 2023, "Dual Focal Loss for Calibration" (ICML; gamma=5)."""
+"""Dual focal loss, Tao, Dong and Xu 2023, "Dual Focal Loss for Calibration" (ICML; gamma=5).
+
+Search space: gamma in [2, 6.5], covering the per-model gammas the paper tuned (2.3 to 6.1,
+as above); 5 is its most common value.
+"""
 
 import torch
+
+SEARCH_SPACE = {
+    "gamma": {"low": 2.0, "high": 6.5},
+}
 
 
 def classification_loss(

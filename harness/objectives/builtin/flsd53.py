@@ -1,6 +1,16 @@
-"""FLSD-53: focal loss with a sample-dependent gamma, Mukhoti et al. 2020."""
+"""FLSD-53: focal loss with a sample-dependent gamma, Mukhoti et al. 2020.
+
+Search space: gamma_high in [2, 3], Mukhoti et al.'s FLSD-52 and FLSD-53 (train_scripts:
+--gamma 2.0 or 3.0; here gamma_high also covers [0.2, 0.5), where the reference keeps 3).
+gamma_low = 5 and threshold = 0.2 are not tuned: the pair comes from the paper's Lambert-W
+bound (get_gamma(0.2) = 4.85, rounded to 5), fixed in the reference.
+"""
 
 import torch
+
+SEARCH_SPACE = {
+    "gamma_high": {"low": 2.0, "high": 3.0},
+}
 
 
 def classification_loss(

@@ -1,6 +1,14 @@
-"""Focal loss, Lin et al. 2017, with APL's label-noise setting (gamma=0.5)."""
+"""Focal loss, Lin et al. 2017, with APL's label-noise setting (gamma=0.5).
+
+Search space: gamma in [0, 5], the span of Lin et al. 2017's gamma study ({0, 0.1, 0.2, 0.5,
+1, 2, 5}); APL runs 0.5.
+"""
 
 import torch
+
+SEARCH_SPACE = {
+    "gamma": {"low": 0.0, "high": 5.0},
+}
 
 
 def classification_loss(

@@ -1,6 +1,14 @@
-"""Focal loss for calibration, Mukhoti et al. 2020 (gamma=3, full gradient)."""
+"""Focal loss for calibration, Mukhoti et al. 2020 (gamma=3, full gradient).
+
+Search space: gamma in [1, 3], Mukhoti et al. 2020's fixed gammas (FL-1, FL-2, FL-3 in the
+reference's train_scripts).
+"""
 
 import torch
+
+SEARCH_SPACE = {
+    "gamma": {"low": 1.0, "high": 3.0},
+}
 
 
 def classification_loss(

@@ -2,9 +2,17 @@
 
 The "-p^k" (GeneralFamily-k) objective of Beyond Log-Likelihood is GCE with q=k.
 q -> 0 recovers CE, q = 1 gives MAE.
+
+Search space: q in [0.1, 1.0], the L_q family from near-CE (q -> 0) to MAE (q = 1) of Zhang
+& Sabuncu 2018, who run q = 0.7 (APL's configs too); Zhu et al. 2023's code tries q in
+{0.05, 0.7, 0.95}.
 """
 
 import torch
+
+SEARCH_SPACE = {
+    "q": {"low": 0.1, "high": 1.0},
+}
 
 
 def classification_loss(

@@ -1,9 +1,19 @@
-"""LDR-KL loss (label-distributionally robust, KL-regularised), Zhu et al. ICML 2023."""
+"""LDR-KL loss (label-distributionally robust, KL-regularised), Zhu et al. ICML 2023.
+
+Search space: lam in [0.1, 10] (log), the reference's grid {0.1, 1, 10} (experiment.py, left
+commented out beside the chosen 10); margin in [0, 0.5] (ours: the reference fixes --margin
+0.1).
+"""
 
 import math
 
 import torch
 import torch.nn.functional as F
+
+SEARCH_SPACE = {
+    "lam": {"low": 0.1, "high": 10.0, "log": True},
+    "margin": {"low": 0.0, "high": 0.5},
+}
 
 
 def classification_loss(

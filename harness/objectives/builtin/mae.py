@@ -2,6 +2,10 @@
 
 Identical to the "-p" objective of Beyond Log-Likelihood (Li et al. 2025), applied
 per sample instead of per token; equals GCE with q=1 and Taylor-CE with t=1.
+
+Search space: none. scale only multiplies the loss: under the noisy-labels suite's SGD a
+step with scale s, learning rate lr and weight decay wd is the step with scale 1, lr * s and
+wd / s (up to gradient clipping), and a tuned run tunes lr and wd (APL keeps scale 1).
 """
 
 import torch

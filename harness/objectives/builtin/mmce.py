@@ -1,6 +1,15 @@
-"""Cross-entropy plus weighted MMCE, Kumar, Sarawagi & Jain 2018, as Mukhoti et al. 2020 ran it."""
+"""Cross-entropy plus weighted MMCE, Kumar, Sarawagi & Jain 2018, as Mukhoti et al. 2020 ran it.
+
+Search space (log; ours, neither paper gives a grid): lam in [0.5, 8] around Mukhoti et
+al.'s 2; width in [0.2, 0.8] around Kumar et al.'s fixed Laplacian kernel width 0.4.
+"""
 
 import torch
+
+SEARCH_SPACE = {
+    "lam": {"low": 0.5, "high": 8.0, "log": True},
+    "width": {"low": 0.2, "high": 0.8, "log": True},
+}
 
 
 def classification_loss(

@@ -1,4 +1,8 @@
-"""Normalized CE + reverse CE (NCE+RCE), the APL active-passive loss, Ma et al. 2020."""
+"""Normalized CE + reverse CE (NCE+RCE), the APL active-passive loss, Ma et al. 2020.
+
+Search space (log): alpha in [0.1, 10], beta in [0.1, 100], Ma et al. 2020's grid (alpha in
+{0.1, 1, 10}, beta in {0.1, 1, 10, 100}, picked on a validation split).
+"""
 
 import math
 
@@ -6,6 +10,12 @@ import torch
 
 # RCE clips log(0) in the one-hot label to log(1e-4), as APL does.
 _A = -math.log(1e-4)
+
+
+SEARCH_SPACE = {
+    "alpha": {"low": 0.1, "high": 10.0, "log": True},
+    "beta": {"low": 0.1, "high": 100.0, "log": True},
+}
 
 
 def classification_loss(

@@ -1,6 +1,14 @@
-"""Poly-1 loss (PolyLoss with one extra polynomial term), Leng et al. ICLR 2022."""
+"""Poly-1 loss (PolyLoss with one extra polynomial term), Leng et al. ICLR 2022.
+
+Search space: epsilon in [-1, 4] (range ours), spanning the paper's reported choices: -1
+(detection), 1 (the common default), 2 (ImageNet); 0 is CE.
+"""
 
 import torch
+
+SEARCH_SPACE = {
+    "epsilon": {"low": -1.0, "high": 4.0},
+}
 
 
 def classification_loss(

@@ -1,4 +1,9 @@
-"""Symmetric cross-entropy (SCE = alpha*CE + beta*RCE), Wang et al. 2019."""
+"""Symmetric cross-entropy (SCE = alpha*CE + beta*RCE), Wang et al. 2019.
+
+Search space (log): alpha in [0.01, 10], beta in [0.1, 1.0], spanning Wang et al. 2019's
+per-data-set settings (alpha 0.01 MNIST, 0.1 CIFAR-10, 6 CIFAR-100; beta 1 or 0.1), as the
+APL configs keep them.
+"""
 
 import math
 
@@ -6,6 +11,12 @@ import torch
 
 # RCE clips log(0) in the one-hot label to log(1e-4), as the official code and APL do.
 _A = -math.log(1e-4)
+
+
+SEARCH_SPACE = {
+    "alpha": {"low": 0.01, "high": 10.0, "log": True},
+    "beta": {"low": 0.1, "high": 1.0, "log": True},
+}
 
 
 def classification_loss(

@@ -1,9 +1,16 @@
 """Taylor cross-entropy (order-t Taylor series of CE around p_y=1), Feng et al. IJCAI 2020.
 
 Not the Kaggle "TaylorCrossEntropyLoss", which is CE over a Taylor-softmax.
+
+Search space: t in {1, ..., 10} (int; range ours): t = 1 is MAE, higher orders approach CE;
+2 is the default here.
 """
 
 import torch
+
+SEARCH_SPACE = {
+    "t": {"low": 1, "high": 10},
+}
 
 
 def classification_loss(
