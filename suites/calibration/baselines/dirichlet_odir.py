@@ -1,11 +1,21 @@
 """Dirichlet calibration with ODIR (Kull et al. 2019, "Beyond temperature scaling: obtaining
 well-calibrated multiclass probabilities with Dirichlet calibration"): a full linear map on
-the log-probabilities, its off-diagonal weights and intercepts L2-regularized."""
+the log-probabilities, its off-diagonal weights and intercepts L2-regularized.
+
+Search space (log): lam in [1e-3, 1e4], mu in [1e-3, 1e3], the cross-validation grid of the
+protocol described under posthoc_calibration (lam in 10^{-3..4}, mu in 10^{-3..3}, in this
+file's per-entry units).
+"""
 
 import numpy as np
 import torch
 from scipy.linalg import block_diag
 from scipy.special import log_softmax
+
+SEARCH_SPACE = {
+    "lam": {"low": 0.001, "high": 10000.0, "log": True},
+    "mu": {"low": 0.001, "high": 1000.0, "log": True},
+}
 
 
 def _fit(x: np.ndarray, y: np.ndarray, lam: float, mu: float, steps: int = 100) -> np.ndarray:

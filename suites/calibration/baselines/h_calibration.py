@@ -1,5 +1,12 @@
 """h-calibration (Huang et al. 2025, "h-calibration: rethinking classifier recalibration with
-probabilistic error-bounded objective", arXiv 2506.17968; IEEE TPAMI)."""
+probabilistic error-bounded objective", arXiv 2506.17968; IEEE TPAMI).
+
+Search space: segments in {1, 10, 100, 500}, the piecewise-linear maps the official code
+selects among (expdir_final/*/config.json); lr in [0.005, 0.05] (log), from the official
+0.005 to the 0.05 used here; lr_patience in {20, 40}, the official configs' values. Not
+tuned: steps (the time budget), seed, and veclen, epsilon, lossweight, clusters and
+stop_patience, which every official config fixes (200, 1e-20, 1e5, 15, 160).
+"""
 
 import warnings
 
@@ -12,6 +19,13 @@ from suites.calibration import metrics as cal
 
 LOGIT_RANGE = 100.0  # the map's grid covers -log p in [0, 100] (official PiecewiseLinear)
 POINTS_PER_CENTROID = 256  # faiss.Kmeans trains on at most 256 points per centroid
+
+
+SEARCH_SPACE = {
+    "segments": {"choices": [1, 10, 100, 500]},
+    "lr": {"low": 0.005, "high": 0.05, "log": True},
+    "lr_patience": {"choices": [20, 40]},
+}
 
 
 def posthoc_calibration(val_logits: torch.Tensor, val_targets: torch.Tensor,

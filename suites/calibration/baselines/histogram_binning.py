@@ -1,11 +1,18 @@
 """Histogram binning, one class against the rest (Zadrozny & Elkan 2001, "Obtaining calibrated
-probability estimates from decision trees and naive Bayesian classifiers")."""
+probability estimates from decision trees and naive Bayesian classifiers").
+
+Search space: bins in {5, ..., 30} (int; range ours around the usual 10 to 15 bins).
+"""
 
 import numpy as np
 import torch
 from scipy.special import softmax
 
 from suites.calibration.metrics import equal_width_bins
+
+SEARCH_SPACE = {
+    "bins": {"low": 5, "high": 30},
+}
 
 
 def posthoc_calibration(val_logits: torch.Tensor, val_targets: torch.Tensor,

@@ -1,11 +1,18 @@
 """Spline calibration of the top-label confidence (Gupta et al. 2021, "Calibration of neural
 networks using splines"): a cubic spline fitted to the cumulative accuracy-minus-confidence
-curve, whose slope is the recalibration."""
+curve, whose slope is the recalibration.
+
+Search space: knots in {3, ..., 10} (int; range ours around the reference's 6).
+"""
 
 import numpy as np
 import torch
 from scipy.interpolate import CubicSpline
 from scipy.special import log_softmax, softmax
+
+SEARCH_SPACE = {
+    "knots": {"low": 3, "high": 10},
+}
 
 
 def _basis(knots: np.ndarray, t: np.ndarray, nu: int) -> np.ndarray:

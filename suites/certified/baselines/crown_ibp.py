@@ -1,9 +1,19 @@
-"""CROWN-IBP training, Zhang et al. 2020: bounds blend CROWN-IBP→IBP (β 1→0), κ 1→0.5."""
+"""CROWN-IBP training, Zhang et al. 2020: bounds blend CROWN-IBP→IBP (β 1→0), κ 1→0.5.
+
+Search space: final_beta in [0, 1] and final_kappa in [0, 0.5], between the settings Zhang
+et al. 2020 compare (beta_final 0 or 1, kappa_final 0 or 0.5: the reference's defaults.json,
+configs and README).
+"""
 
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+
+SEARCH_SPACE = {
+    "final_beta": {"low": 0.0, "high": 1.0},
+    "final_kappa": {"low": 0.0, "high": 0.5},
+}
 
 
 def certified_loss(

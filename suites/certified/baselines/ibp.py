@@ -1,7 +1,16 @@
-"""Interval bound propagation training (IBP), Gowal et al. 2018: κ from 1 to 0.5."""
+"""Interval bound propagation training (IBP), Gowal et al. 2018: κ from 1 to 0.5.
+
+Search space: final_kappa in [0, 0.5], between Gowal et al.'s 0.5 and the 0 that Zhang et
+al. 2020 (CROWN-IBP README) also train IBP with; the same range as ibp_k0, so tuned, the two
+coincide.
+"""
 
 import torch
 import torch.nn.functional as F
+
+SEARCH_SPACE = {
+    "final_kappa": {"low": 0.0, "high": 0.5},
+}
 
 
 def certified_loss(

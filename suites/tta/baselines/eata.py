@@ -19,6 +19,11 @@ setting ``d_margin = 0.4``, ``α = 1`` (github.com/mariodoebler/test-time-adapta
 ``classification/cfgs/cifar10_c/eata.yaml``).
 
 ``m`` lives in ``memory[:K]`` (NaN until first written), so K ≤ len(memory).
+
+Search space (ranges ours, around published settings): e_margin in [0.2, 0.6] (EATA and SAR
+use 0.4); d_margin in [0.05, 0.5] (log; EATA's ImageNet 0.05, Döbler et al.'s CIFAR-100-C
+0.1 and CIFAR-10-C 0.4); fisher_alpha in [1, 2000] (log; Döbler et al.'s CIFAR 1 to EATA's
+ImageNet 2000).
 """
 
 import math
@@ -26,6 +31,12 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+SEARCH_SPACE = {
+    "e_margin": {"low": 0.2, "high": 0.6},
+    "d_margin": {"low": 0.05, "high": 0.5, "log": True},
+    "fisher_alpha": {"low": 1.0, "high": 2000.0, "log": True},
+}
 
 
 def tta_loss(logits: Tensor, *, memory: Tensor, params: Tensor, source_params: Tensor,

@@ -31,6 +31,9 @@ affinity=rbf`` runs the reference's default.
 Small batches: ``min(k, B−1)`` neighbours (the reference's ``min(k + 1, N)`` with self
 dropped; here self is excluded explicitly, so duplicate features cannot displace it),
 ``min(k, B)`` for σ; a batch of one is returned unchanged.
+
+Search space: affinity in {knn, rbf, linear} x knn in {1, 3, 5}, the paper's validation grid
+(configs/method/default/lame.yaml, HPARAMS_VALUES).
 """
 
 import torch
@@ -44,6 +47,12 @@ EPS_LOG_Y = 1e-20  # inside log y in the energy
 MAX_STEPS = 100
 TOLERANCE = 1e-8  # relative change of the energy
 AFFINITIES = ("knn", "rbf", "linear")
+
+
+SEARCH_SPACE = {
+    "affinity": {"choices": ["knn", "rbf", "linear"]},
+    "knn": {"choices": [1, 3, 5]},
+}
 
 
 def affinity_matrix(x: Tensor, kind: str, knn: int) -> Tensor:

@@ -6,9 +6,15 @@ argmax; zero gradient, so no step, when none is confident). Lee, "Pseudo-label: 
 and efficient semi-supervised learning method for deep neural networks" (ICML 2013
 workshop); the test-time form follows github.com/fiveai/LAME
 ``src/adaptation/pseudo_label.py`` (``PL_THRESHOLD = 0.9``, strict ``>``).
+
+Search space: threshold in [0.7, 0.99] (range ours around the LAME repo's fixed 0.9).
 """
 
 from torch import Tensor
+
+SEARCH_SPACE = {
+    "threshold": {"low": 0.7, "high": 0.99},
+}
 
 
 def tta_loss(logits: Tensor, *, threshold: float = 0.9) -> Tensor:

@@ -13,6 +13,9 @@ the perturbed weights. Difference from the reference, which cannot be expressed 
 the hook: there the second pass keeps only samples reliable at *both* weights (it indexes
 the second entropies by the first selection, then filters again); here it is those
 reliable at the perturbed weights.
+
+Search space: e_margin in [0.2, 0.6] (range ours around SAR's 0.4; EATA's range likewise).
+The SAM radius and reset threshold in MODEL are the suite's, not the hook's.
 """
 
 import math
@@ -21,6 +24,11 @@ import torch
 from torch import Tensor
 
 MODEL = {"sharpness": 0.05, "reset_below": 0.2}
+
+
+SEARCH_SPACE = {
+    "e_margin": {"low": 0.2, "high": 0.6},
+}
 
 
 def tta_loss(logits: Tensor, *, e_margin: float = 0.4) -> Tensor:

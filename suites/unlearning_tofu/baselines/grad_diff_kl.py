@@ -14,7 +14,16 @@ batch. Defaults γ = 1, α = 1.
 Sources: Maini et al., TOFU (COLM 2024), "KL" baseline; reference: locuslab/open-unlearning
 ``src/trainer/unlearn/grad_diff.py`` (``compute_retain_loss``) and ``src/trainer/utils.py``
 (``compute_kl_divergence``).
+
+Search space: alpha in [0.1, 10] (log; range ours, as grad_diff's: open-unlearning's
+community sweeps of the retain weight span {0.1, ..., 10}). gamma is not tuned: under the
+suites' AdamW only alpha/gamma matters, and alpha spans it.
 """
+
+
+SEARCH_SPACE = {
+    "alpha": {"low": 0.1, "high": 10.0, "log": True},
+}
 
 
 def _nll(batch):

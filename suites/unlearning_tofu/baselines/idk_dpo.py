@@ -11,9 +11,18 @@ Sources: Rafailov et al., "Direct preference optimization" (NeurIPS 2023); Maini
 TOFU (COLM 2024); Zhang et al., NPO (COLM 2024) for the IdK-preferred variant; reference:
 locuslab/open-unlearning ``src/trainer/unlearn/dpo.py`` (``win_inputs`` = alternate,
 ``lose_inputs`` = original) and ``src/trainer/utils.py`` (``compute_dpo_loss``).
+
+Search space: beta in [0.05, 0.5] (log; range ours around DPO's and open-unlearning's 0.1);
+alpha in [0.1, 10] (log; ours, as grad_diff's). gamma is not tuned: under the suites' AdamW
+only alpha/gamma matters, and alpha spans it.
 """
 
 import torch
+
+SEARCH_SPACE = {
+    "beta": {"low": 0.05, "high": 0.5, "log": True},
+    "alpha": {"low": 0.1, "high": 10.0, "log": True},
+}
 
 
 def _nll(batch):

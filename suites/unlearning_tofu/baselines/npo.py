@@ -11,9 +11,17 @@ Sources: Zhang, Lin, Bai & Mei, "Negative preference optimization: From catastro
 collapse to effective unlearning" (COLM 2024); reference: locuslab/open-unlearning
 ``src/trainer/unlearn/npo.py``, ``src/trainer/utils.py`` (``compute_dpo_loss`` with
 ``win_inputs=None``, ``compute_batch_nll``).
+
+Search space: beta in [0.05, 0.5] (log; range ours around Zhang et al.'s 0.1, which their
+code and open-unlearning fix). Not tuned: alpha, whose 0 defines this method (alpha > 0 is
+npo_rt), and gamma, the scale of the only term, which the suites' AdamW (nearly) ignores.
 """
 
 import torch
+
+SEARCH_SPACE = {
+    "beta": {"low": 0.05, "high": 0.5, "log": True},
+}
 
 
 def _nll(batch):

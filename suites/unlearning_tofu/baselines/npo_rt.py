@@ -8,9 +8,18 @@ Face causal-LM loss on the retain batch (token-weighted mean). Defaults β = 0.1
 Sources: Zhang, Lin, Bai & Mei, "Negative preference optimization" (COLM 2024);
 reference: locuslab/open-unlearning ``src/trainer/unlearn/npo.py``,
 ``src/trainer/utils.py`` (``compute_dpo_loss``, ``compute_batch_nll``).
+
+Search space: beta in [0.05, 0.5] (log; range ours around Zhang et al.'s 0.1); alpha in
+[0.1, 10] (log; ours, as grad_diff's). gamma is not tuned: under the suites' AdamW only
+alpha/gamma matters, and alpha spans it.
 """
 
 import torch
+
+SEARCH_SPACE = {
+    "beta": {"low": 0.05, "high": 0.5, "log": True},
+    "alpha": {"low": 0.1, "high": 10.0, "log": True},
+}
 
 
 def _nll(batch):

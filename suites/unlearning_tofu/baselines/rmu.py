@@ -27,11 +27,22 @@ Defaults c = 2, α = 1, γ = 1, all parameters trainable (``configs/trainer/RMU.
 Sources: Li et al., "The WMDP benchmark: Measuring and reducing malicious use with
 unlearning" (ICML 2024); reference: locuslab/open-unlearning ``src/trainer/unlearn/rmu.py``
 (``compute_activation_loss``, ``get_control_vector``), ``configs/trainer/RMU.yaml``.
+
+Search space: steering_coeff in [0.5, 20] (log; range ours around open-unlearning's 2, which
+RMU.yaml says to tune per model; Li et al.'s WMDP runs use larger c, e.g. 6.5 on Zephyr-7B);
+alpha in [0.1, 10] (log; ours). gamma is not tuned: under the suites' AdamW only alpha/gamma
+matters, and alpha spans it.
 """
 
 import torch
 
 MODEL = {"hidden_layer": 1}
+
+
+SEARCH_SPACE = {
+    "steering_coeff": {"low": 0.5, "high": 20.0, "log": True},
+    "alpha": {"low": 0.1, "high": 10.0, "log": True},
+}
 
 
 def _activation_loss(hidden, target, mask):

@@ -9,7 +9,19 @@ causal-LM loss on the retain batch. Defaults β1 = 5, β2 = 1, **γ = 0.1, α = 
 Sources: Yang et al., "Exploring criteria of loss reweighting to enhance LLM unlearning"
 (ICML 2025); reference: locuslab/open-unlearning ``src/trainer/unlearn/satimp.py`` and
 ``src/trainer/utils.py`` (``compute_satimp_loss``).
+
+Search space: beta1 in [5, 6], open-unlearning's SatImp sweep {5, 6}
+(community/methods/SatImp/run.sh); beta2 in [0.5, 2] (log; ours, the sweep keeps 1); alpha
+in [0.01, 1] (log), the sweep's {0.01, 0.1, 1} with gamma = 0.1. gamma is not tuned: under
+the suites' AdamW only alpha/gamma matters, and alpha spans it.
 """
+
+
+SEARCH_SPACE = {
+    "beta1": {"low": 5.0, "high": 6.0},
+    "beta2": {"low": 0.5, "high": 2.0, "log": True},
+    "alpha": {"low": 0.01, "high": 1.0, "log": True},
+}
 
 
 def _nll(batch):

@@ -12,9 +12,22 @@ give NaN.
 Sources: Fan et al., "Simplicity prevails: Rethinking negative preference optimization
 for LLM unlearning" (arXiv 2410.07163); reference: locuslab/open-unlearning
 ``src/trainer/unlearn/simnpo.py``, ``src/trainer/utils.py`` (``compute_batch_nll``).
+
+Search space: beta in [0.5, 5] (log), the reference's values (2.5 and 4.5 on TOFU, 0.7 and
+0.75 on MUSE: OPTML-Group/Unlearn-Simple READMEs); delta in [0, 1] (ours; the reference uses
+0); gamma in [0.1, 10] (log), the forget weight against a retain weight of 1 in the
+reference (npo_coeff 0.125 to 0.1375 on TOFU; 1 against a retain coefficient 0.1, i.e. 10,
+on MUSE). alpha is not tuned: under the suites' AdamW only gamma/alpha matters, and gamma
+spans it.
 """
 
 import torch
+
+SEARCH_SPACE = {
+    "beta": {"low": 0.5, "high": 5.0, "log": True},
+    "delta": {"low": 0.0, "high": 1.0},
+    "gamma": {"low": 0.1, "high": 10.0, "log": True},
+}
 
 
 def _nll(batch):

@@ -21,9 +21,17 @@ pushed down.
 Sources: Dong et al., "UNDIAL: Self-distillation with adjusted logits for robust
 unlearning in large language models" (NAACL 2025); reference: locuslab/open-unlearning
 ``src/trainer/unlearn/undial.py`` and ``src/trainer/utils.py`` (``compute_undial_loss``).
+
+Search space: beta in [3, 30] (log), open-unlearning's UNDIAL notes ('typically [3, 10,
+30]', community/methods/UNDIAL). Not tuned: alpha, 0 in the paper (no retain term), and
+gamma, the scale of the only term, which the suites' AdamW (nearly) ignores.
 """
 
 import torch
+
+SEARCH_SPACE = {
+    "beta": {"low": 3.0, "high": 30.0, "log": True},
+}
 
 
 def _nll(batch):

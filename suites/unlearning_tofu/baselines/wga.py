@@ -8,7 +8,18 @@ counted answer tokens in the whole forget batch (token-weighted over the flatten
 Sources: Wang et al., "Rethinking LLM unlearning objectives: A gradient perspective and
 go beyond" (ICLR 2025); reference: locuslab/open-unlearning ``src/trainer/unlearn/wga.py``
 and ``src/trainer/utils.py`` (``compute_wga_loss``).
+
+Search space: beta in [0.5, 2] (log; range ours around the paper's 1, which
+open-unlearning's sweep keeps); alpha in [0.1, 10] (log), that sweep's {0.1, 1, 10}
+(community/methods/WGA/run.sh). gamma is not tuned: under the suites' AdamW only alpha/gamma
+matters, and alpha spans it.
 """
+
+
+SEARCH_SPACE = {
+    "beta": {"low": 0.5, "high": 2.0, "log": True},
+    "alpha": {"low": 0.1, "high": 10.0, "log": True},
+}
 
 
 def _nll(batch):
