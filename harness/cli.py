@@ -316,6 +316,10 @@ def _print_tables(results, args) -> int:
     render_tables(results.suite, tables.order, tables.rows, tables.columns)
     if tables.across is not None:
         render_across(results.suite, tables.drawn, tables.across, tables.left_out)
+    if results.suite.track != "defaults":
+        from harness.terminal import render_tuning
+
+        render_tuning(results.suite, results.tuning())
     return 0
 
 

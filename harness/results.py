@@ -122,6 +122,8 @@ class Results:
                "variants": {key: [_row_json(r) for r in t.rows[key]] for key in t.order},
                # each row's "secondary" has every declared metric; the table shows these
                "displayed": {key: list(t.columns[key]) for key in t.order}}
+        if suite.track != "defaults":
+            out["tuning"] = self.tuning()
         if t.across is not None:
             out["across_variants"] = {
                 "variants": t.drawn, "left_out": t.left_out,
@@ -129,6 +131,18 @@ class Results:
                           "worst_variant": r.worst_variant, "means": r.means}
                          for r in t.across]}
         return out
+
+    def tuning(self) -> dict[str, list[dict]]:
+        """On a tuned track (``run(..., tuned=True)``): per variant and objective, the trial
+        chosen, every trial's validation score, the expected best at each budget and the
+        tuning gain over the defaults (:func:`harness.tuned_report.tuning_report`); {} on
+        the defaults' track."""
+        if self.suite.track == "defaults":
+            return {}
+        from harness.tuned_report import tuning_report
+
+        return tuning_report(self.suite, self._chosen(), self.variants or [
+            v.name for v in self.suite.default_variants])
 
     def summary(self) -> pandas.DataFrame:
         """One row per (table, objective), best first within each table: seeds, the

@@ -8,6 +8,7 @@ dict in its module (no import from the harness, so an objective file stays a fil
         "alpha": {"low": 0.01, "high": 10.0, "log": True},  # a float, log-uniform
         "k": {"low": 1, "high": 5},                       # an int (both bounds ints)
         "variant": {"choices": ["a", "b"]},               # one of a few values
+        "eps": {"fixed": "numerical safety, not a modelling choice"},  # kept, and why
     }
 
 A suite declares the training settings tuned for everyone (the learning rate at least) in
@@ -26,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-KEYS = {"low", "high", "log", "choices"}
+KEYS = {"low", "high", "log", "choices", "fixed"}
 
 
 class SearchSpaceError(ValueError):
@@ -91,6 +92,12 @@ def parse(space: Any, *, what: str = "SEARCH_SPACE",
             known = ", ".join(sorted(defaults)) or "none"
             raise SearchSpaceError(f"{where}: not a hyperparameter of this objective "
                                    f"(it has: {known})")
+        if isinstance(spec, Mapping) and "fixed" in spec:  # declared untuned, with a reason
+            if set(spec) != {"fixed"} or not isinstance(spec["fixed"], str) \
+                    or not spec["fixed"].strip():
+                raise SearchSpaceError(f"{where}: 'fixed' stands alone and says why the "
+                                       f"hyperparameter is not tuned (a sentence)")
+            continue
         dim = _dimension(name, spec, where)
         if defaults is not None:
             _check_default(dim, defaults[name], where)

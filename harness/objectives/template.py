@@ -22,12 +22,19 @@ What to fill in:
          harness run suite {suite} --objective {name}.py --set temperature=2.0
      (``harness ls`` lists the suites; every suite that takes classification_loss
      runs this file.)
-  4. Check the file before running anything:
+  4. Say in SEARCH_SPACE where a tuner may move each hyperparameter: a tuned run
+     (``harness run suite {suite} --tuned``) gives every objective the same number of
+     trials, drawn from these ranges and the suite's learning rate. Use
+     {"low": .., "high": .., "log": True}, int bounds for an int, {"choices": [..]},
+     or {"fixed": "why"} for one that is not to be tuned.
+  5. Check the file before running anything:
          harness validate {name}.py
 """
 
 import torch
 import torch.nn.functional as F
+
+SEARCH_SPACE = {"temperature": {"low": 0.5, "high": 4.0, "log": True}}
 
 
 def classification_loss(
@@ -48,10 +55,11 @@ def classification_loss(
     Optional context: add any of these keyword-only arguments (no default needed)
     and the harness passes them in; leave them out and it does not.
         progress: float in [0, 1], the fraction of training done (for schedules).
-        index:    long tensor [B], the samples' positions in the training set.
-        state:    float tensor [N], per-sample memory for this seed, NaN until
-                  written; update it in place under ``torch.no_grad()``, e.g.
-                  ``state[index] = value``.
+        state:    float tensor [B], this batch's slice of a per-sample memory kept
+                  for each seed, NaN until written; update it in place under
+                  ``torch.no_grad()``, e.g. ``state.copy_(value)``, and the harness
+                  stores it back. (A loss is never told which samples it gets: no
+                  sample index.)
 
     Write it like ``torch.nn.functional`` code: tensor operations only. Avoid
     ``.item()``, Python branches on tensor values and random ops: they stop the

@@ -93,14 +93,17 @@ def validate(spec: str, overrides: Mapping[str, Any] | None = None) -> Validatio
     for hook in report.objective.hooks:
         report.problems.extend(smoke_test(hook)(report.objective, hook))
     if report.ok:
-        report.problems.extend(check_search_space(report.objective))
+        report.problems.extend(check_search_space(
+            report.objective, {p.code for p in report.problems}))
     return report
 
 
-def check_search_space(objective: LoadedObjective) -> list[Problem]:
+def check_search_space(objective: LoadedObjective, seen: set[str]) -> list[Problem]:
     """The hooks smoke-tested again at each end of every declared range (each choice):
     a tuner will train there. A numeric hyperparameter the space leaves out is a warning:
-    a tuned run keeps it at its default."""
+    a tuned run keeps it at its default (unless the space declares it ``fixed``, with why).
+    ``seen``: the codes of the problems found at the defaults, whose warnings are not
+    repeated for each end."""
     import dataclasses
 
     problems = []
@@ -111,7 +114,8 @@ def check_search_space(objective: LoadedObjective) -> list[Problem]:
         problems.append(Problem("search-space", "warning", (
             f"no range in SEARCH_SPACE for {', '.join(map(repr, missing))}: a tuned run "
             f"keeps {'it' if len(missing) == 1 else 'them'} at the default (declare e.g. "
-            f"SEARCH_SPACE = {{{missing[0]!r}: {{'low': ..., 'high': ...}}}})")))
+            f"SEARCH_SPACE = {{{missing[0]!r}: {{'low': ..., 'high': ...}}}}, or "
+            f"{{'fixed': 'why it is not tuned'}})")))
     for dim in objective.dimensions:
         ends = dim.choices if dim.kind == "choice" else (
             (int(dim.low), int(dim.high)) if dim.kind == "int" else (dim.low, dim.high))
@@ -122,6 +126,8 @@ def check_search_space(objective: LoadedObjective) -> list[Problem]:
                 **objective.hyperparameters, dim.name: value})
             for hook in objective.hooks:
                 for p in smoke_test(hook)(at, hook):
+                    if p.severity == "warning" and p.code in seen:
+                        continue  # said once already, at the defaults
                     problems.append(dataclasses.replace(
                         p, code="search-space",
                         message=f"at {dim.name}={value!r} (in SEARCH_SPACE): {p.message}"))

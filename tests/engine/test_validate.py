@@ -260,6 +260,8 @@ def test_item_warns_not_vmappable_but_is_ok(tmp_path):
     spec = write(tmp_path, """
         import torch.nn.functional as F
 
+        SEARCH_SPACE = {"scale": {"low": 0.5, "high": 2.0}}
+
         def classification_loss(logits, targets, *, scale: float = 1.0):
             top = logits.abs().max().item()
             return F.cross_entropy(logits * scale / max(top, 1.0), targets, reduction="none")
@@ -280,6 +282,8 @@ def test_stateful_hook_with_context_is_ok(tmp_path):
     spec = write(tmp_path, """
         import torch
         import torch.nn.functional as F
+
+        SEARCH_SPACE = {"beta": {"low": 0.5, "high": 0.99}}
 
         def classification_loss(logits, targets, *, state, progress, beta: float = 0.9):
             ce = F.cross_entropy(logits, targets, reduction="none")
@@ -351,7 +355,7 @@ def test_template_text():
     text = render("sharp_ce")
     assert "{name}" in TEMPLATE and "{name}" not in text
     assert "harness validate sharp_ce.py" in text
-    for word in ("progress", "index", "state", "averages", ".item()", "[B, C]"):
+    for word in ("progress", "state", "SEARCH_SPACE", "averages", ".item()", "[B, C]"):
         assert word in text
     compile(TEMPLATE, "template.py", "exec")
     with pytest.raises(ValueError):

@@ -10,6 +10,10 @@ import torch
 
 SEARCH_SPACE = {
     "gamma_high": {"low": 2.0, "high": 3.0},
+    "gamma_low": {"fixed": "the paper's Lambert-W pair with threshold (gamma 5 below p = 0.2), "
+                           "not a free knob"},
+    "threshold": {"fixed": "the paper's Lambert-W pair with gamma_low (p = 0.2 for gamma 5), not "
+                           "a free knob"},
 }
 
 

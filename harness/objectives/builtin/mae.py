@@ -10,6 +10,11 @@ wd / s (up to gradient clipping), and a tuned run tunes lr and wd (APL keeps sca
 
 import torch
 
+SEARCH_SPACE = {
+    "scale": {"fixed": "only scales the loss: under SGD the same as a change of learning rate and "
+                       "weight decay, which the suite tunes"},
+}
+
 
 def classification_loss(
     logits: torch.Tensor, targets: torch.Tensor, *, scale: float = 1.0

@@ -25,6 +25,13 @@ SEARCH_SPACE = {
     "segments": {"choices": [1, 10, 100, 500]},
     "lr": {"low": 0.005, "high": 0.05, "log": True},
     "lr_patience": {"choices": [20, 40]},
+    "steps": {"fixed": "the official code's fixed optimisation budget"},
+    "veclen": {"fixed": "the official code's fixed constant"},
+    "epsilon": {"fixed": "numerical safety of the official code"},
+    "lossweight": {"fixed": "the official code's fixed constant"},
+    "clusters": {"fixed": "the official code's fixed constant"},
+    "stop_patience": {"fixed": "the official code's fixed early-stopping patience"},
+    "seed": {"fixed": "the fit's random seed, not a modelling choice"},
 }
 
 

@@ -16,6 +16,8 @@ scale, so only alpha/gamma matters and alpha spans it.
 
 SEARCH_SPACE = {
     "alpha": {"low": 0.1, "high": 10.0, "log": True},
+    "gamma": {"fixed": "the forget term's weight: under AdamW only its ratio to the retain weight "
+                       "matters, and that ratio is tuned"},
 }
 
 

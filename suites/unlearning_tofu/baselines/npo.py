@@ -21,6 +21,8 @@ import torch
 
 SEARCH_SPACE = {
     "beta": {"low": 0.05, "high": 0.5, "log": True},
+    "gamma": {"fixed": "the loss's overall scale, which AdamW's steps (nearly) ignore"},
+    "alpha": {"fixed": "0 is what defines this objective (no retain term)"},
 }
 
 

@@ -19,6 +19,8 @@ import torch
 SEARCH_SPACE = {
     "beta": {"low": 0.05, "high": 0.5, "log": True},
     "alpha": {"low": 0.1, "high": 10.0, "log": True},
+    "gamma": {"fixed": "the forget term's weight: under AdamW only its ratio to the retain weight "
+                       "matters, and that ratio is tuned"},
 }
 
 

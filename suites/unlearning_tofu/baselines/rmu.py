@@ -42,6 +42,8 @@ MODEL = {"hidden_layer": 1}
 SEARCH_SPACE = {
     "steering_coeff": {"low": 0.5, "high": 20.0, "log": True},
     "alpha": {"low": 0.1, "high": 10.0, "log": True},
+    "gamma": {"fixed": "the forget term's weight: under AdamW only its ratio to the retain weight "
+                       "matters, and that ratio is tuned"},
 }
 
 

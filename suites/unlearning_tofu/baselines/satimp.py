@@ -21,6 +21,8 @@ SEARCH_SPACE = {
     "beta1": {"low": 5.0, "high": 6.0},
     "beta2": {"low": 0.5, "high": 2.0, "log": True},
     "alpha": {"low": 0.01, "high": 1.0, "log": True},
+    "gamma": {"fixed": "the forget term's weight: under AdamW only its ratio to the retain weight "
+                       "matters, and that ratio is tuned"},
 }
 
 

@@ -27,6 +27,8 @@ SEARCH_SPACE = {
     "beta": {"low": 0.5, "high": 5.0, "log": True},
     "delta": {"low": 0.0, "high": 1.0},
     "gamma": {"low": 0.1, "high": 10.0, "log": True},
+    "alpha": {"fixed": "the retain term's weight: under AdamW only its ratio to the forget weight "
+                       "matters, and that ratio is tuned"},
 }
 
 

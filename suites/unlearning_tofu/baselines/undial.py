@@ -31,6 +31,8 @@ import torch
 
 SEARCH_SPACE = {
     "beta": {"low": 3.0, "high": 30.0, "log": True},
+    "gamma": {"fixed": "the loss's overall scale, which AdamW's steps (nearly) ignore"},
+    "alpha": {"fixed": "0 is what defines this objective (no retain term)"},
 }
 
 

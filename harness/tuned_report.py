@@ -1,0 +1,100 @@
+"""What a tuned run shows beside its table: per objective and variant, the trial chosen, the
+expected best validation score at each budget (:mod:`harness.report.budget`), the
+headline at the objective's defaults and tuned (same final seeds, so the tuning gain is a
+paired difference with its interval), and every trial's settings with its validation score
+(a sensitivity plot's points)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from harness.contract.suite import Suite
+
+
+def tuning_report(tuned: Suite, versions: Iterable[Any], variants: Iterable[str]
+                  ) -> dict[str, list[dict[str, Any]]]:
+    """Per variant, one row per objective version that has tuned cells on ``tuned`` (a
+    ``V+tunedK`` suite): ``objective``, ``chosen`` (the trial record), ``trials`` (each
+    with its settings, hyperparameters and mean validation score, None where a seed
+    failed), ``budget`` (the expected best at n = 1 … k), ``defaults`` and ``tuned`` (mean
+    and 95% CI of the headline), ``gain`` (tuned − defaults, paired over seeds)."""
+    from harness.contract.registry import suite_at
+    from harness.report.budget import expected_best
+    from harness.report.stats import compare_paired, summarize
+    from harness.storage.models import Cell
+    from harness.storage.store import metrics_of
+
+    base = tuned.version.rsplit("+tuned", 1)[0]
+    defaults = suite_at(tuned.name, base)
+    t = tuned.tuning
+    metric = t.metric or tuned.headline
+    higher = tuned.metric(tuned.headline).higher_is_better
+    out: dict[str, list[dict[str, Any]]] = {}
+    for variant in variants:
+        rows = []
+        for version in versions:
+            cells = Cell.objects.filter(version=version, suite=tuned.name, variant=variant,
+                                        suite_version__startswith=tuned.version)
+            cells = list(cells.values_list("id", "suite_version", "seed", "status",
+                                           "environment"))
+            if not cells:
+                continue
+            scores = metrics_of(c[0] for c in cells)
+            final = {c[2]: scores[c[0]].get(tuned.headline) for c in cells
+                     if c[1] == tuned.version and c[3] == "ok"}
+            chosen = next((c[4].get("tuned") for c in cells if c[1] == tuned.version), None)
+            trials = _trials(cells, scores, tuned.version, metric)
+            valid = [tr["validation"] for tr in trials if tr["validation"] is not None]
+            budget = expected_best(valid, higher_is_better=tuned.metric(
+                metric).higher_is_better).to_json() if valid else None
+            base_cells = Cell.objects.filter(version=version, suite=tuned.name,
+                                             variant=variant, suite_version=defaults.version,
+                                             status="ok")
+            base_scores = metrics_of(base_cells.values_list("id", flat=True))
+            default = {s: base_scores[i].get(tuned.headline)
+                       for i, s in base_cells.values_list("id", "seed")}
+            paired = sorted(s for s in final if default.get(s) is not None
+                            and final[s] is not None)
+            gain = None
+            if len(paired) >= 2:
+                c = compare_paired([final[s] for s in paired], [default[s] for s in paired],
+                                   higher_is_better=higher, min_seeds=tuned.min_seeds)
+                gain = {"mean": c.mean_diff, "ci_low": c.diff_ci_low,
+                        "ci_high": c.diff_ci_high, "p": c.p_value, "seeds": len(paired)}
+            rows.append({"objective": version.label, "chosen": chosen, "trials": trials,
+                         "selection_metric": metric, "budget": budget,
+                         "tuned": _summary(summarize, final.values(), tuned.min_seeds),
+                         "defaults": _summary(summarize, default.values(), tuned.min_seeds),
+                         "gain": gain})
+        out[variant] = rows
+    return out
+
+
+def _trials(cells, scores, final_version: str, metric: str) -> list[dict[str, Any]]:
+    """Each trial's record and mean validation ``metric`` (None unless every seed is ok)."""
+    by_trial: dict[int, list] = {}
+    for cell in cells:
+        record = cell[4].get("tuned") or {}
+        if cell[1] != final_version and "trial" in record:
+            by_trial.setdefault(int(record["trial"]), []).append(cell)
+    out = []
+    for index, members in sorted(by_trial.items()):
+        values = [scores[c[0]].get(metric) for c in members if c[3] == "ok"]
+        ok = len(values) == len(members) and all(v is not None and math.isfinite(v)
+                                                 for v in values)
+        record = members[0][4]["tuned"]
+        out.append({"trial": index, "settings": record.get("settings", {}),
+                    "hyperparameters": record.get("hyperparameters", {}),
+                    "validation": sum(values) / len(values) if ok else None,
+                    "seeds": len(members)})
+    return out
+
+
+def _summary(summarize, values, min_seeds: int) -> dict[str, Any] | None:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    s = summarize(values, min_seeds=min_seeds)
+    return {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high, "seeds": len(values)}
