@@ -135,11 +135,11 @@ class Results:
     def tuning(self) -> dict[str, list[dict]]:
         """On a tuned track (``run(..., tuned=True)``): per variant and objective, the trial
         chosen, every trial's validation score, the expected best at each budget and the
-        tuning gain over the defaults (:func:`harness.tuned_report.tuning_report`); {} on
-        the defaults' track."""
+        tuning gain over the defaults (:func:`webapp.leaderboard.tuning.tuning_report`); {}
+        on the defaults' track."""
         if self.suite.track == "defaults":
             return {}
-        from harness.tuned_report import tuning_report
+        from webapp.leaderboard.tuning import tuning_report
 
         return tuning_report(self.suite, self._chosen(), self.variants or [
             v.name for v in self.suite.default_variants])

@@ -37,6 +37,7 @@ from webapp.leaderboard.boards import table_page_json, tables_json_key
 from webapp.leaderboard.factorial import variance_sources
 from webapp.leaderboard.held_out_column import held_out_columns
 from webapp.leaderboard.lookup import with_values
+from webapp.leaderboard.state import state_of
 
 log = logging.getLogger(__name__)
 
@@ -61,18 +62,21 @@ def _key(page: str, *parts: object) -> str:
 
 
 def suite_body(name: str, variant: str | None = None, *, kind: str = "all",
-               show: str = "15") -> tuple[dict, SafeString]:
-    """The suite page's body for (variant, kind, show) and what the page's title needs.
-    Raises :class:`~webapp.leaderboard.NotFound` for an unknown suite, variant or kind."""
+               show: str = "15", track: str | None = None) -> tuple[dict, SafeString]:
+    """The suite page's body for (variant, kind, show, track) and what the page's title
+    needs. Raises :class:`~webapp.leaderboard.NotFound` for an unknown suite, variant, kind
+    or track."""
     show = show if show in SHOW_CHOICES else "15"
-    view = leaderboard.suite_view(name, variant, kind=kind,
+    view = leaderboard.suite_view(name, variant, kind=kind, track=track,
                                   limit=None if show == "all" else int(show))
     suite = view.state.suite
     key = _key("suite", suite.name, suite.version, view.variant, kind, show)
-    fingerprint = cache.combine([view.fingerprint, _factorial_fingerprint(suite),
-                                 heldout.fingerprint() if heldout.available() else "-"])
-    body = cache.cached([(key, fingerprint, lambda: {
-        "args": [suite.name, view.variant, kind, show],
+    parts = [view.fingerprint, _factorial_fingerprint(suite),
+             heldout.fingerprint() if heldout.available() else "-"]
+    if suite.track != "defaults":  # the tuning gain reads the defaults' cells too
+        parts.append(state_of(get_suite(suite.name)).fingerprint)
+    body = cache.cached([(key, cache.combine(parts), lambda: {
+        "args": [suite.name, view.variant, kind, show, track or ""],
         "html": render_to_string(SUITE_BODY, _suite_context(view, show))})])[0]
     return {"suite": {"suite": suite.name}, "variant": view.variant}, mark_safe(body["html"])
 
@@ -143,10 +147,41 @@ def _suite_context(view: leaderboard.SuiteView, show: str) -> dict:
     return {**page, "rows": table["rows"], "kind": view.kind, "show": show,
             "kinds": leaderboard.KINDS, "show_choices": SHOW_CHOICES,
             "hidden": page["total_rows"] - len(table["rows"]),
-            "filter_hidden": [("variant", page["variant"])],
+            "filter_hidden": [("variant", page["variant"])] + (
+                [("track", "tuned")] if view.state.suite.track != "defaults" else []),
             "secondary": with_values(table["table_specs"], table["rows"]),
             "min_seeds": suite.min_seeds, "variance": variance_sources(suite, view.variant),
-            "held_out": held_out_columns(suite, page["across"]["rows"])}
+            "held_out": held_out_columns(suite, page["across"]["rows"]),
+            "track_query": "&track=tuned" if suite.track != "defaults" else "",
+            "tuning": _tuning_section(suite, view.variant, table)}
+
+
+def _tuning_section(suite: Suite, variant: str, table: dict) -> dict | None:
+    """On the tuned track: the chosen trials, the tuning gain and the two plots."""
+    if suite.track == "defaults":
+        return None
+    from harness.storage.models import ObjectiveVersion
+    from webapp.leaderboard.tuning import figure_payloads, tuning_report
+
+    versions = list(ObjectiveVersion.objects.filter(
+        id__in=[r["version_id"] for r in table["rows"]]).select_related("objective"))
+    rows = tuning_report(suite, versions, [variant])[variant]
+    if not rows:
+        return None
+    order = {r["version_id"]: i for i, r in enumerate(table["rows"])}
+    labels = {v.label: order.get(v.id, len(order)) for v in versions}
+    rows.sort(key=lambda r: labels.get(r["objective"], len(order)))
+    budgets = [n for n in (1, 2, 4, 8, 16, 32) if n <= suite.tuning.k]
+    for r in rows:
+        curve = (r["budget"] or {}).get("mean") or []
+        r["best_at"] = [curve[n - 1] if n <= len(curve) else None for n in budgets]
+    plots = figure_payloads(suite, rows, table["reference"])
+    for i, s in enumerate(plots["sensitivity"]):
+        s["id"] = f"sensitivity-data-{i}"
+    metric = suite.tuning.metric or suite.headline
+    return {"rows": rows, "k": suite.tuning.k, "selection": suite.tuning.selection,
+            "metric": metric, "metric_spec": suite.metric(metric).to_json(),
+            "budgets": budgets, "plots": plots}
 
 
 def _factorial_fingerprint(suite: Suite) -> str:
@@ -170,7 +205,8 @@ def refresh(suite: Suite, limit: int | None = None) -> int:
         return 0
     suites = _key("suite", suite.name, suite.version) + ":"
     tables = tables_json_key(suite) + ":"
-    jobs = [(lambda a: suite_body(a[0], a[1], kind=a[2], show=a[3]), _recent(suites, limit)),
+    jobs = [(lambda a: suite_body(a[0], a[1], kind=a[2], show=a[3],
+                                  track=a[4] if len(a) > 4 else None), _recent(suites, limit)),
             (lambda a: table_page_json(suite, a), _recent(tables, limit)),
             (lambda a: home_body(a[0], a[1]), _recent(_key("home") + ":", limit)),
             (_objective_again, _recent(_key("objective") + ":", limit))]

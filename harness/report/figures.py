@@ -698,8 +698,17 @@ KINDS: dict[str, Callable[[Any], Figure]] = {
     "variance": variance, "heatmap": heatmap}
 
 
+def _tuned_track_kinds() -> None:
+    """The tuned track's plots live in their own module (harness/report/tuning_figures.py)."""
+    from harness.report import tuning_figures
+
+    KINDS.update(budget=tuning_figures.budget, sensitivity=tuning_figures.sensitivity)
+
+
 def build(kind: str, payload: Mapping) -> Figure:
     """The figure dict of a ``kind`` of plot (a key of :data:`KINDS`) from its payload."""
+    if kind not in KINDS:
+        _tuned_track_kinds()
     try:
         draw = KINDS[kind]
     except KeyError:

@@ -48,10 +48,18 @@ def test_each_kind_of_range_maps_the_unit_interval_as_declared():
     ({"mode": {"choices": ["a", "a"]}}, "repeats"),
     ({"mode": {"choices": ["a", "b"], "low": 0}}, "stands alone"),
     ({"q": {"low": 0.1, "high": 1.0, "log": "yes"}}, "True or False"),
+    ({"q": {"fixed": ""}}, "says why"),
+    ({"q": {"fixed": "why", "low": 0.1}}, "'fixed' stands alone"),
 ])
 def test_a_bad_space_is_refused_with_what_is_wrong(space, message):
     with pytest.raises(SearchSpaceError, match=message):
         parse(space, defaults=DEFAULTS)
+
+
+def test_a_fixed_hyperparameter_is_declared_but_not_tuned():
+    dims = parse({"q": {"fixed": "the paper's value"}, "k": {"low": 1, "high": 3}},
+                 defaults=DEFAULTS)
+    assert [d.name for d in dims] == ["k"]
 
 
 def test_trials_are_quasi_random_reproducible_and_shared_across_objectives():

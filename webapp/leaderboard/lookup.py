@@ -19,13 +19,20 @@ class NotFound(KeyError):
         return str(self.args[0]) if self.args else "not found"
 
 
-def suite_of(suite: Suite | str) -> Suite:
-    if isinstance(suite, Suite):
+def suite_of(suite: Suite | str, track: str | None = None) -> Suite:
+    """The suite, on the default track or (``track="tuned"``) its tuned track."""
+    if not isinstance(suite, Suite):
+        try:
+            suite = get_suite(suite)
+        except KeyError:
+            raise NotFound(f"no suite {suite!r} (suites: {', '.join(suite_names())})") from None
+    if track in (None, "", "defaults"):
         return suite
-    try:
-        return get_suite(suite)
-    except KeyError:
-        raise NotFound(f"no suite {suite!r} (suites: {', '.join(suite_names())})") from None
+    if track != "tuned":
+        raise NotFound(f"no track {track!r} (tracks: defaults, tuned)")
+    if suite.tuning is None:
+        raise NotFound(f"the {suite.name} suite has no tuned track (docs/tuning.md)")
+    return suite.tuned()
 
 
 def variant_of(suite: Suite, name: str) -> Variant:
@@ -56,6 +63,8 @@ def suite_meta(suite: Suite) -> dict:
             # with many metrics would be too wide to read); otherwise every metric.
             "table_specs": [m.to_json() for m in _table_metrics(suite)],
             "tracks": {t.name: t.label for t in suite.tracks},
+            # the protocol these numbers follow: "defaults" or "tuned at k=K" (docs/tuning.md)
+            "track": suite.track, "tunable": suite.tuning is not None,
             "curve_specs": [c.to_json() for c in suite.curves]}
 
 

@@ -42,10 +42,11 @@ class SuiteView:
 
 
 def suite_view(suite: Suite | str, variant: str | None = None, *, kind: str = "all",
-               limit: int | None = None) -> SuiteView:
+               limit: int | None = None, track: str | None = None) -> SuiteView:
     """The view :func:`suite_page` would return, not yet read: the chosen variant (default:
-    the first default variant with results) and the variants with their cell counts."""
-    suite = suite_of(suite)
+    the first default variant with results) and the variants with their cell counts;
+    ``track="tuned"``: the suite's tuned track (``Suite.tuned``)."""
+    suite = suite_of(suite, track)
     check_kind(kind)
     state = state_of(suite)
     variants = [{"name": v.name, "description": v.description, "default": v.default,

@@ -33,7 +33,8 @@ def suite(request: HttpRequest, name: str) -> HttpResponse:
     try:
         title, body = rendered.suite_body(name, request.GET.get("variant") or None,
                                           kind=request.GET.get("kind") or "all",
-                                          show=request.GET.get("show") or "15")
+                                          show=request.GET.get("show") or "15",
+                                          track=request.GET.get("track") or None)
     except NotFound as exc:
         return _not_found(request, exc)
     return render(request, "webapp/suite.html", {**title, "body": body})

@@ -1,8 +1,9 @@
-"""What a tuned run shows beside its table: per objective and variant, the trial chosen, the
-expected best validation score at each budget (:mod:`harness.report.budget`), the
-headline at the objective's defaults and tuned (same final seeds, so the tuning gain is a
-paired difference with its interval), and every trial's settings with its validation score
-(a sensitivity plot's points)."""
+"""What the tuned track shows beside its tables (the CLI after ``harness run --tuned``,
+``Results.tuning()``, the suite page's tuned track): per objective and variant, the trial
+chosen, the expected best validation score at each budget (:mod:`harness.report.budget`),
+the headline at the objective's defaults and tuned (same final seeds, so the tuning gain is
+a paired difference with its interval), and every trial's settings with its validation
+scores (a sensitivity plot's points)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,10 @@ def _trials(cells, scores, final_version: str, metric: str) -> list[dict[str, An
         out.append({"trial": index, "settings": record.get("settings", {}),
                     "hyperparameters": record.get("hyperparameters", {}),
                     "validation": sum(values) / len(values) if ok else None,
-                    "seeds": len(members)})
+                    "seeds": len(members),
+                    # every seed's validation score (None: it diverged or failed)
+                    "per_seed": [[c[2], scores[c[0]].get(metric) if c[3] == "ok" else None]
+                                 for c in sorted(members, key=lambda c: c[2])]})
     return out
 
 
@@ -98,3 +102,35 @@ def _summary(summarize, values, min_seeds: int) -> dict[str, Any] | None:
         return None
     s = summarize(values, min_seeds=min_seeds)
     return {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high, "seeds": len(values)}
+
+
+def figure_payloads(tuned: Suite, rows: list[dict[str, Any]], reference: str) -> dict[str, Any]:
+    """The payloads of the tuned track's plots for one variant's ``rows`` (of
+    :func:`tuning_report`): ``budget`` (every objective's curve) and ``sensitivity``, one
+    per tuned setting (every objective) and per hyperparameter of each objective's own."""
+    spec = tuned.metric(tuned.tuning.metric or tuned.headline).to_json()
+
+    def entry(r: dict[str, Any]) -> dict[str, Any]:
+        return {"label": r["objective"], "is_reference": r["objective"] == reference}
+
+    def points(r: dict[str, Any], part: str, name: str) -> list[list[Any]]:
+        return [[t[part][name], score, seed, t["trial"]] for t in r["trials"]
+                if name in t[part] for seed, score in t["per_seed"]]
+
+    sensitivity = [{"metric": spec, "dimension": d.name, "log": d.log, "title": d.name,
+                    "rows": [{**entry(r), "points": points(r, "settings", d.name)}
+                             for r in rows]}
+                   for d in tuned.tuning.dimensions() if d.kind != "choice"]
+    for r in rows:
+        names = sorted({n for t in r["trials"] for n, v in t["hyperparameters"].items()
+                        if isinstance(v, int | float) and not isinstance(v, bool)})
+        for name in names:
+            values = [p[0] for p in points(r, "hyperparameters", name)]
+            log = bool(values) and min(values) > 0 and max(values) / min(values) >= 50
+            sensitivity.append({"metric": spec, "dimension": name, "log": log,
+                                "title": f"{name} ({r['objective']})",
+                                "rows": [{**entry(r), "points": points(
+                                    r, "hyperparameters", name)}]})
+    return {"budget": {"metric": spec, "k": tuned.tuning.k,
+                       "rows": [{**entry(r), "budget": r["budget"]} for r in rows]},
+            "sensitivity": sensitivity}
