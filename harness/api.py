@@ -30,14 +30,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.comparison import Comparison
 from harness.contract import registry
 from harness.objectives.loading import ObjectiveError
 from harness.profile import Profile, profile
 from harness.results import Results
 
 if TYPE_CHECKING:
-    import pandas
-    import plotly.graph_objects
 
     from harness.contract.suite import Suite
     from harness.objectives.validate import Validation
@@ -131,7 +130,7 @@ def run(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | None =
         sandbox: bool = False, force: bool = False, workers: int | None = None,
         data_root: str | None = None, download: bool = False,
         row_order_from: str | None = None, factorial: int | None = None,
-        tuned: bool = False, progress: str | bool = "auto",
+        tuned: bool = False, sequential: int | None = None, progress: str | bool = "auto",
         say: Callable[[str], None] = print) -> Results:
     """Train every (objective, variant, seed) cell not yet stored, store it, and return
     the results of these objectives (and the suite's reference, always run with them).
@@ -142,7 +141,9 @@ def run(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | None =
     version V+eN); ``sandbox``: train objective files in the server's sandbox;
     ``factorial``: N levels of every seed stream instead of ``seeds`` (see
     :meth:`Results.variance`); ``tuned``: the suite's tuned protocol (harness/runner/tuning.py,
-    stored apart as V+tunedK); ``progress``: "auto" (a notebook or terminal bar),
+    stored apart as V+tunedK); ``sequential``: seeds added a chunk at a time up to that
+    cap where a verdict is undecided (harness/sequential_run.py, instead of ``seeds``);
+    ``progress``: "auto" (a notebook or terminal bar),
     "notebook", "terminal" or False; ``say``: where notes go (held-out variants, cells
     skipped, failures). Interrupted (Ctrl-C, a notebook's ■), the finished groups stay
     stored and the group in training is discarded whole: :class:`Interrupted` is raised.
@@ -179,10 +180,12 @@ def run(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | None =
             loaded.insert(0, load_objective(suite_obj.reference))  # P(improvement) needs it
             specs.insert(0, suite_obj.reference)
     setup()
-    if tuned:  # harness/tuned_run.py
-        from harness.tuned_run import train_tuned
+    if tuned or sequential:
+        from harness import sequential_run, tuned_run
 
-        return train_tuned(suite_obj, specs, loaded, variants, seed_list, locals())
+        return tuned_run.train_tuned(suite_obj, specs, loaded, variants, seed_list, locals(
+        )) if tuned else sequential_run.train_sequential(
+            suite_obj, specs, loaded, variants, sequential, locals())
     plan = _Plan(suite_obj, specs, loaded, variants, seed_list)
     versions = _train([plan], factorial is not None, device=device, mode=mode,
                       sandbox=sandbox, force=force, workers=workers, data_root=data_root,
@@ -305,47 +308,6 @@ def results(suite: str, objectives: ObjectiveLike | Sequence[ObjectiveLike] | No
             chosen += found
         versions = list({v.id: v for v in chosen}.values())
     return Results(suite_obj, versions, list(variants) if variants else None)
-
-
-class Comparison:
-    """Two objectives on paired seeds, per variant: what the web app's compare page shows
-    (``harness`` pairs seed k of one with seed k of the other: same init, data order and
-    noise draw)."""
-
-    def __init__(self, payload: dict):
-        self.payload = payload
-        self.a, self.b = payload["a"]["label"], payload["b"]["label"]
-        self.overall = payload["overall"]
-
-    def __repr__(self) -> str:
-        return f"<Comparison {self.a} vs {self.b} on {self.payload['suite']}>"
-
-    def to_pandas(self) -> pandas.DataFrame:
-        """One row per variant: both means, the paired difference (positive = a better,
-        whatever the metric's direction) with its 95% CI, P(a > b) and the p-value."""
-        import pandas as pd
-
-        records = []
-        for r in self.payload["rows"]:
-            d = r["diff"] or {}
-            records.append({
-                "variant": r["variant"], "default": r["default"], "pairs": r["n_pairs"],
-                f"{self.a} mean": r["a"]["mean"], f"{self.b} mean": r["b"]["mean"],
-                "difference": d.get("mean_diff"), "ci_low": d.get("diff_ci_low"),
-                "ci_high": d.get("diff_ci_high"),
-                f"P({self.a} > {self.b})": d.get("prob_improvement"),
-                "p_value": d.get("p_value"), "distinguishable": d.get("distinguishable")})
-        return pd.DataFrame.from_records(records)
-
-    def _repr_html_(self) -> str:
-        import html
-
-        return f"<p>{html.escape(repr(self))}</p>" + self.to_pandas().to_html(index=False)
-
-    def figure(self) -> plotly.graph_objects.Figure:
-        """The compare page's forest plot of per-seed and mean differences."""
-        from harness.report import figures
-        return figures.figure("forest", self.payload)
 
 
 def compare(a: ObjectiveLike, b: ObjectiveLike, *, suite: str,

@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "too) gets the same k trials of the learning rate, the tuned "
                             "settings and its SEARCH_SPACE, chosen on a validation split, "
                             "then the chosen trial on the seeds; stored apart (V+tunedK)")
+    suite.add_argument("--sequential", type=int, metavar="CAP",
+                       help="seeds where the verdict is undecided: start with one member "
+                            "chunk (5 seeds), add a chunk to each objective and variant whose "
+                            "comparison with the reference is undecided, up to CAP seeds, "
+                            "stopping by O'Brien-Fleming boundaries that keep the error rate "
+                            "at 5%% (instead of --seeds)")
     suite.add_argument("--mode", choices=("auto", "vmap", "loop"), default="auto",
                        help="seed batching: auto falls back to a loop when vmap fails")
     suite.add_argument("--force", action="store_true", help="rerun cells already stored")
@@ -193,6 +199,8 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
         return _fail("--seed S picks seeds one by one, --seeds N the first N: give one of them")
     if args.row_order_from and not args.sandbox:
         return _fail("--row-order-from sets the sandbox's row order: add --sandbox")
+    if args.sequential is not None and (args.seeds is not None or args.seed):
+        return _fail("--sequential CAP chooses the seeds itself: drop --seeds and --seed")
     if args.factorial is not None and (args.seeds is not None or args.seed):
         return _fail("--factorial N chooses the seeds itself (N levels per stream): drop "
                      "--seeds and --seed")
@@ -207,6 +215,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
             device=args.device, mode=args.mode, sandbox=args.sandbox, force=args.force,
             workers=args.workers, data_root=args.data_root, download=args.download,
             row_order_from=args.row_order_from, factorial=args.factorial, tuned=args.tuned,
+            sequential=args.sequential,
             progress=False if args.json else "terminal",
             say=lambda message: _say(message, args))
     except ObjectiveError as exc:
@@ -320,6 +329,10 @@ def _print_tables(results, args) -> int:
         from harness.terminal import render_tuning
 
         render_tuning(results.suite, results.tuning())
+    if results.sequential is not None:
+        from harness.terminal import render_sequential
+
+        render_sequential(results.sequential)
     return 0
 
 

@@ -53,6 +53,8 @@ class Results:
         self.versions = list(versions)
         self.variants = list(variants) if variants else None
         self.factorial = factorial
+        # a sequential run's design and each pair's looks (harness/sequential_run.py)
+        self.sequential: dict | None = None
 
     def __repr__(self) -> str:
         names = ", ".join(v.label for v in self.versions)
@@ -124,6 +126,8 @@ class Results:
                "displayed": {key: list(t.columns[key]) for key in t.order}}
         if suite.track != "defaults":
             out["tuning"] = self.tuning()
+        if self.sequential is not None:
+            out["sequential"] = self.sequential
         if t.across is not None:
             out["across_variants"] = {
                 "variants": t.drawn, "left_out": t.left_out,

@@ -284,6 +284,28 @@ def render_tuning(suite: Suite, report: Mapping[str, list[dict]]) -> None:
         f"interval); the trials trained on seeds of their own."), highlight=False)
 
 
+def render_sequential(report: Mapping) -> None:
+    """Each (objective, variant) pair of a sequential run: its looks and where it stopped."""
+    d = report["design"]
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    table = Table(title=f"sequential seeds: looks at {d['start']}, {d['start'] + d['step']}, "
+                        f"… {d['cap']} seeds", title_justify="left", header_style="bold")
+    for column in ("objective", "variant", "seeds", "verdict", "p at each look"):
+        table.add_column(column, justify="right" if column == "seeds" else "left")
+    for pair in report["pairs"]:
+        ps = "; ".join(f"{x['n']} seeds: p {x['p']:.2g}, bound {x['threshold']:.2g}"
+                       for x in pair["looks"] if "p" in x)
+        table.add_row(shown(pair["objective"]), pair["variant"], str(pair["seeds"]),
+                      pair["verdict"], escape(ps))
+    console.print(table)
+    console.print(
+        f"O'Brien–Fleming boundaries (Lan–DeMets spending) on the paired t-test, α = "
+        f"{d['alpha']} two-sided split over {d['comparisons']} objective"
+        f"{'s' * (d['comparisons'] > 1)} (Bonferroni): a pair gets more seeds only while "
+        f"undecided; its error rate stays at α (bench/README.md, sequential.py).",
+        highlight=False)
+
+
 def _mean_ci(metric: MetricSpec, s: Mapping | None) -> str:
     if not s:
         return "–"

@@ -33,8 +33,10 @@ def train_tuned(suite: Suite, specs: list[str], loaded: list[Any], variants: lis
                 seeds: list[int], asked: dict[str, Any]) -> Any:
     """Tune and evaluate every (objective, variant) not stored yet (``asked``: the rest of
     :func:`harness.api.run`'s arguments); the results of the tuned track."""
-    from harness.api import Results, _device
+    from harness.api import HarnessError, Results, _device
 
+    if asked.get("sequential"):
+        raise HarnessError("a tuned run trains its final seeds as asked: drop --sequential")
     check_tunable(suite, loaded, asked["sandbox"], asked["factorial"])
     options = {"device": _device(asked["device"]), "mode": asked["mode"],
                "data_root": asked["data_root"], "download": asked["download"]}
