@@ -1,4 +1,7 @@
-"""What a suite declares, as typed data: everything shared code needs to know about it.
+"""Over 500 lines on purpose: the whole declaration a suite makes, in the one module a
+suite author reads (docs/suite-contract.md describes it field by field).
+
+What a suite declares, as typed data: everything shared code needs to know about it.
 
 A suite package (see ``docs/adding-a-suite.md``) defines one :class:`Suite` named
 ``SUITE`` in its ``__init__.py`` and a :class:`harness.contract.pipeline.Pipeline` that prepares,

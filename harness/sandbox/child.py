@@ -254,8 +254,7 @@ def _declared(objective) -> dict:
     return {"name": objective.name, "hooks": list(objective.hooks),
             "context": {k: list(v) for k, v in objective.context.items()},
             "hyperparameters": dict(objective.hyperparameters),
-            "defaults": dict(objective.defaults), "model": model,
-            "search_space": dict(objective.search_space)}
+            "defaults": dict(objective.defaults), "model": model}
 
 
 def _error(text: str, cause: BaseException) -> dict:

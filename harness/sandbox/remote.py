@@ -40,7 +40,6 @@ from torch import Tensor
 
 from harness.contract import registry
 from harness.objectives.loading import LoadedObjective
-from harness.objectives.search import checked_space
 from harness.sandbox import lossproto
 from harness.sandbox.lossproto import ProtocolError
 from harness.sandbox.process import Limits, Process
@@ -136,8 +135,7 @@ class LossServers:
         return LoadedObjective(name=d["name"], origin="file", source=self.code,
                                hooks={h: RemoteHook(self, h) for h in d["hooks"]},
                                defaults=d["defaults"], hyperparameters=d["hyperparameters"],
-                               path=self.filename, context=d["context"], model=d["model"],
-                               search_space=d["search_space"])
+                               path=self.filename, context=d["context"], model=d["model"])
 
     # --- one hook call --------------------------------------------------------------------
 
@@ -463,8 +461,7 @@ def _checked_declaration(raw: Any) -> dict[str, Any]:
                                  and n != "index") for h in hooks
                         if isinstance(context.get(h, ()), list)},
             "hyperparameters": scalars(raw.get("hyperparameters")),
-            "defaults": scalars(raw.get("defaults")), "model": scalars(raw.get("model")),
-            "search_space": checked_space(raw.get("search_space"), scalars(raw.get("defaults")))}
+            "defaults": scalars(raw.get("defaults")), "model": scalars(raw.get("model"))}
 
 
 def version_row_key(version_key: str) -> bytes:
