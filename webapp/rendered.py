@@ -50,7 +50,8 @@ OBJECTIVE_BODY = "webapp/includes/objective_body.html"
 def _templates_version() -> str:
     here = Path(__file__).parent
     files = sorted([*(here / "templates").rglob("*.html"), *(here / "templatetags").glob("*.py"),
-                    Path(__file__), here.parent / "harness" / "report" / "figures.py"])
+                    Path(__file__), here.parent / "harness" / "report" / "figures.py",
+                    here.parent / "harness" / "report" / "tuning_figures.py"])
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:10]
 
 
@@ -175,6 +176,11 @@ def _tuning_section(suite: Suite, variant: str, table: dict) -> dict | None:
     for r in rows:
         curve = (r["budget"] or {}).get("mean") or []
         r["best_at"] = [curve[n - 1] if n <= len(curve) else None for n in budgets]
+        chosen = r["chosen"] or {}
+        r["chosen_text"] = ", ".join(
+            f"{n}={v:.3g}" if isinstance(v, float) else f"{n}={v}"
+            for n, v in {**chosen.get("settings", {}), **chosen.get("hyperparameters", {})
+                         }.items())
     plots = figure_payloads(suite, rows, table["reference"])
     for i, s in enumerate(plots["sensitivity"]):
         s["id"] = f"sensitivity-data-{i}"

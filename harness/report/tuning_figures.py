@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from harness.report.figures import (
     GRID,
     Figure,
+    _direction,
     _layout,
     _rgba,
     _scale,
@@ -53,8 +54,8 @@ def budget(payload: Mapping) -> Figure:
     return {"data": traces, "layout": _layout(
         height=360,
         xaxis={"title": {"text": "trials (tuning budget)"}, "dtick": 1, "gridcolor": GRID},
-        yaxis={"title": {"text": f"expected best validation score{_unit(spec)}"},
-               "gridcolor": GRID})}
+        yaxis={"title": {"text": f"expected best validation score{_unit(spec)}"
+                                 f"{_direction(spec)}"}, "gridcolor": GRID})}
 
 
 def sensitivity(payload: Mapping) -> Figure:
@@ -78,4 +79,5 @@ def sensitivity(payload: Mapping) -> Figure:
         height=340,
         xaxis={"title": {"text": name}, "type": "log" if payload.get("log") else "linear",
                "gridcolor": GRID},
-        yaxis={"title": {"text": f"validation score{_unit(spec)}"}, "gridcolor": GRID})}
+        yaxis={"title": {"text": f"validation score{_unit(spec)}{_direction(spec)}"},
+               "gridcolor": GRID})}

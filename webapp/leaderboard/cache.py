@@ -40,9 +40,9 @@ EMPTY = "0:0"
 
 def _code_version() -> str:
     from harness.contract import registry, suite
-    from harness.report import stats, tables
+    from harness.report import budget, stats, tables
     here = sorted(Path(__file__).parent.glob("*.py"))
-    files = [*here, *(Path(m.__file__) for m in (tables, stats, suite))]
+    files = [*here, *(Path(m.__file__) for m in (tables, stats, suite, budget))]
     text = "".join(p.read_text() for p in files) + repr(registry.all_suites())
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
