@@ -28,7 +28,7 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
 from harness.contract import heldout
-from harness.contract.registry import get_suite, suite_names
+from harness.contract.registry import all_suites, get_suite, suite_names
 from harness.contract.suite import Suite
 from harness.storage.models import FactorialCell, Objective, TableCache, Upload
 from webapp import leaderboard
@@ -82,15 +82,21 @@ def suite_body(name: str, variant: str | None = None, *, kind: str = "all",
     return {"suite": {"suite": suite.name}, "variant": view.variant}, mark_safe(body["html"])
 
 
-def home_body(suite: str | None = None, kind: str = "all") -> SafeString:
-    """The home page's body (the ranked table and its filters)."""
-    view = leaderboard.home_view(suite=suite, kind=kind)
-    key = _key("home", suite or "", kind)
+def home_body(suite: str | None = None, kind: str = "all",
+              track: str | None = None) -> SafeString:
+    """The home page's body (the ranked table and its filters), on the defaults' track or
+    (``track="tuned"``) the tuned one."""
+    view = leaderboard.home_view(suite=suite, kind=kind, track=track)
+    tuned = track == "tuned"
+    key = _key("home", suite or "", kind, "tuned" if tuned else "")
     body = cache.cached([(key, view.fingerprint, lambda: {
-        "args": [suite, kind],
+        "args": [suite, kind, track or ""],
         "html": render_to_string(HOME_BODY, {
-            "board": view.payload(), "suite_choices": suite_names(),
-            "kinds": leaderboard.KINDS})})])[0]
+            "board": view.payload(), "kinds": leaderboard.KINDS, "tuned": tuned,
+            "suite_choices": [s.name for s in all_suites() if s.tuning is not None]
+            if tuned else suite_names(),
+            "filter_hidden": [("track", "tuned")] if tuned else [],
+            "tunable": [s.name for s in all_suites() if s.tuning is not None]})})])[0]
     return mark_safe(body["html"])
 
 
@@ -214,7 +220,8 @@ def refresh(suite: Suite, limit: int | None = None) -> int:
     jobs = [(lambda a: suite_body(a[0], a[1], kind=a[2], show=a[3],
                                   track=a[4] if len(a) > 4 else None), _recent(suites, limit)),
             (lambda a: table_page_json(suite, a), _recent(tables, limit)),
-            (lambda a: home_body(a[0], a[1]), _recent(_key("home") + ":", limit)),
+            (lambda a: home_body(a[0], a[1], a[2] if len(a) > 2 else None),
+             _recent(_key("home") + ":", limit)),
             (_objective_again, _recent(_key("objective") + ":", limit))]
     done = 0
     for build, recent in jobs:

@@ -92,3 +92,15 @@ def test_a_track_that_does_not_exist_is_a_clear_404(query, message):
     page = Client().get("/suites/tta/" if "tuned" in query.values() else "/suites/noisy-labels/",
                         query)
     assert page.status_code == 404 and message in page.content.decode()
+
+
+def test_the_home_board_scores_either_track_and_names_it(tuned_cells):
+    tuned = Client().get("/", {"track": "tuned"}).content.decode()
+    board = tuned[tuned.index('id="home-board"'):tuned.index("</table>")]
+    assert "Only suites with a tuned protocol are scored here" in tuned
+    assert "/suites/noisy-labels/?track=tuned" in board and "/suites/tta/" not in board
+    assert ">ce<" in board and ">gce<" in board
+    default = Client().get("/").content.decode()
+    board = default[default.index('id="home-board"'):default.index("</table>")]
+    assert "Only suites with a tuned protocol" not in default
+    assert "/suites/noisy-labels/" in board and "track=tuned" not in board

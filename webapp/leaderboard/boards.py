@@ -105,9 +105,18 @@ class HomeView:
         return {**board, "suite": self.suite, "kind": self.kind, "rows": rows}
 
 
-def home_view(*, suite: str | None = None, kind: str = "all") -> HomeView:
+def home_view(*, suite: str | None = None, kind: str = "all",
+              track: str | None = None) -> HomeView:
+    """``track="tuned"``: the board over the suites' tuned tracks (only suites with a tuned
+    protocol: the score is then over those, and the page says so)."""
     check_kind(kind)
-    suites = [suite_of(suite)] if suite else all_suites()
+    if suite:
+        suites = [suite_of(suite, track)]
+    else:
+        suites = all_suites() if track in (None, "", "defaults") else [
+            suite_of(s, track) for s in all_suites() if s.tuning is not None]
+        if track not in (None, "", "defaults", "tuned"):
+            suite_of(all_suites()[0], track)  # the same clear error as a suite page's
     return HomeView(states_of(suites), suite, kind)
 
 

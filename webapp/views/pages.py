@@ -22,7 +22,8 @@ from webapp.leaderboard import NotFound
 def home(request: HttpRequest) -> HttpResponse:
     try:
         body = rendered.home_body(request.GET.get("suite") or None,
-                                  request.GET.get("kind") or "all")
+                                  request.GET.get("kind") or "all",
+                                  request.GET.get("track") or None)
     except NotFound as exc:
         return _not_found(request, exc)
     return render(request, "webapp/home.html", {
