@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "chunk (5 seeds), add a chunk to each objective and variant whose "
                             "comparison with the reference is undecided, up to CAP seeds, "
                             "stopping by O'Brien-Fleming boundaries that keep the error rate "
-                            "at 5%% (instead of --seeds)")
+                            "at 5%% for normal per-seed differences (instead of --seeds)")
     suite.add_argument("--mode", choices=("auto", "vmap", "loop"), default="auto",
                        help="seed batching: auto falls back to a loop when vmap fails")
     suite.add_argument("--force", action="store_true", help="rerun cells already stored")

@@ -27,6 +27,19 @@ def check_tunable(suite: Suite, loaded: list[Any], sandbox: bool,
     if untrained:
         raise HarnessError(f"the tuned protocol tunes training objectives "
                            f"({suite.hooks[0]}); not: {', '.join(untrained)}")
+    for o in loaded:
+        words = [d.name for d in o.dimensions if d.kind == "choice" and not all(
+            isinstance(c, int | float) and not isinstance(c, bool) for c in d.choices)]
+        if words:  # the trials train as one batch: only numbers differ between members
+            raise HarnessError(f"{o.name}: a tuned run batches its trials, and members "
+                               f"differ in numbers only; {', '.join(words)} choose between "
+                               f"non-numbers (declare numeric choices or fix them)")
+        fixed = [k for k in o.search_space if k in o.hyperparameters
+                 and o.hyperparameters[k] != o.defaults.get(k)
+                 and "fixed" not in o.search_space[k]]
+        if fixed:
+            raise HarnessError(f"{o.name}: --set {', '.join(fixed)} sets what the tuned run "
+                               f"tunes (its SEARCH_SPACE): drop --set for a tuned run")
 
 
 def train_tuned(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str],

@@ -62,7 +62,8 @@ class NoisyLabels(Pipeline):
         for (name, split), group in by_dataset.items():
             data = load_dataset(name, data_root, download, split=split)
             if share:  # a tuned run's search: one job per variant (its own validation labels)
-                jobs += [self._searching(data, v, seeds, share) for v in group]
+                jobs += [self._searching(data, v, seeds, share, data_root,
+                                         _noise_salt(suite, v)) for v in group]
                 continue
             members = [(v.name, s) for v in group for s in seeds]
             noisy = np.stack([noisy_labels(data, v, s, data_root, salt=_noise_salt(suite, v))
@@ -74,12 +75,20 @@ class NoisyLabels(Pipeline):
         return jobs
 
     def _searching(self, data: Dataset, variant: Variant, seeds: list[int],
-                   share: float) -> Job:
+                   share: float, root: str | None, salt: str) -> Job:
         """The job of a tuned run's search: trained on the training set less a validation
         split, judged on that split against its noisy labels (one fixed draw of the
-        variant's noise: a practitioner's validation set is as noisy as the rest)."""
-        part = validation_split(data, variant, share)
-        noisy = np.stack([noisy_labels(part, variant, s) for s in seeds])
+        variant's noise: a practitioner's validation set is as noisy as the rest). Every
+        label is drawn on the whole training set, as the default run draws it, then split:
+        a row's noisy label is the same in the search as in the final run (human labels
+        such as CIFAR-10N's stay aligned with their rows)."""
+        kept, held = validation_rows(len(data.y_train), share)
+        noisy = np.stack([noisy_labels(data, variant, s, root, salt=salt)[kept]
+                          for s in seeds])
+        held_labels = noisy_labels(data, variant, 0, root,
+                                   salt=f"{salt}validation")[held]
+        part = Dataset(data.x_train[kept], data.y_train[kept], data.x_train[held],
+                       held_labels, data.num_classes)
         return Job([(variant.name, s) for s in seeds],
                    {"x_train": part.x_train, "labels": noisy, "x_eval": part.x_test},
                    {"seeds": list(seeds), "num_classes": part.num_classes}, private=part)
@@ -214,16 +223,12 @@ def noisy_labels(data: Dataset, variant: Variant, seed: int,
     raise ValueError(f"unknown noise kind {kind!r}")
 
 
-def validation_split(data: Dataset, variant: Variant, share: float) -> Dataset:
-    """``data`` with a ``share`` of its training rows taken out as the test set (a fixed
-    draw per data set), labelled with one fixed draw of ``variant``'s noise."""
-    n = len(data.y_train)
+def validation_rows(n: int, share: float) -> tuple[np.ndarray, np.ndarray]:
+    """The training rows a tuned run's search trains on and the ``share`` it validates on
+    (a fixed draw per data set size), both sorted."""
     rng = seeding.rng(0, seeding.ORDER, "validation-split", n)
     held = np.sort(rng.permutation(n)[:max(1, round(share * n))])
-    kept = np.setdiff1d(np.arange(n), held)
-    noisy = noisy_labels(data, variant, 0, salt="validation")
-    return Dataset(data.x_train[kept], data.y_train[kept], data.x_train[held], noisy[held],
-                   data.num_classes)
+    return np.setdiff1d(np.arange(n), held), held
 
 
 def _noise_salt(suite: Suite, variant: Variant) -> str:

@@ -166,6 +166,8 @@ def test_validate_reports_a_function_and_a_broken_one(tmp_path, monkeypatch):
     (lambda: api.run("noisy-labels", "gce", tuned=True, factorial=2), "drop --factorial"),
     (lambda: api.run("calibration", "temperature", tuned=True),
      "tunes training objectives"),
+    (lambda: api.run("noisy-labels", "gce", tuned=True, hyperparameters={"q": 0.5}),
+     "drop --set for a tuned run"),
     (lambda: api.compare("ce", "gce", suite="nope"), "no suite 'nope'"),
 ])
 def test_bad_requests_are_clear_errors_before_anything_trains(db, call, message):

@@ -79,25 +79,27 @@ def test_selection_is_the_best_mean_with_every_seed_ok():
 
 
 def test_the_search_never_sees_the_test_set():
-    from suites.noisy_labels.pipeline import load_dataset, noisy_labels, validation_split
+    from harness.contract.registry import pipeline
+    from suites.noisy_labels.pipeline import load_dataset, noisy_labels, validation_rows
 
     suite = get_suite("noisy-labels")
     variant = suite.variant("sym-0.4")
     data = load_dataset("digits", None, False)
-    part = validation_split(data, variant, 0.1)
-    assert len(part.y_test) == 100 and len(part.y_train) == 900
-    # the validation rows are training rows (none of the test set), taken out of training
-    rows = {r.tobytes() for r in data.x_train}
-    assert all(r.tobytes() in rows for r in part.x_test)
-    assert not {r.tobytes() for r in part.x_test} & {r.tobytes() for r in part.x_train}
+    [job] = pipeline(suite).prepare(suite.trial(None), [variant], [1000, 1001])
+    part = job.private
+    kept, held = validation_rows(len(data.y_train), 0.1)
+    assert len(part.y_test) == len(held) == 100 and len(part.y_train) == len(kept) == 900
+    # the validation rows are training rows taken out of training, none of the test set
+    assert np.array_equal(part.x_test, data.x_train[held])
+    assert np.array_equal(job.inputs["x_train"], data.x_train[kept])
     assert not {r.tobytes() for r in part.x_test} & {r.tobytes() for r in data.x_test}
-    # labelled as noisily as the training labels (40%), the same draw every time
-    index = [next(i for i, r in enumerate(data.x_train) if np.array_equal(r, x))
-             for x in part.x_test[:100]]
-    clean = data.y_train[index]
-    assert 0.25 < (part.y_test != clean).mean() < 0.55
-    assert np.array_equal(part.y_test, validation_split(data, variant, 0.1).y_test)
-    assert noisy_labels(part, variant, 3).shape == (900,)
+    assert "x_test" not in job.inputs and np.array_equal(job.inputs["x_eval"], part.x_test)
+    # a member's labels are its default run's noisy labels on the kept rows, row for row
+    assert np.array_equal(job.inputs["labels"][1], noisy_labels(data, variant, 1001)[kept])
+    # the validation labels: as noisy as the rest (40%), one draw, the same every time
+    assert 0.25 < (part.y_test != data.y_train[held]).mean() < 0.55
+    [again] = pipeline(suite).prepare(suite.trial(None), [variant], [1000, 1001])
+    assert np.array_equal(part.y_test, again.private.y_test)
 
 
 @pytest.mark.parametrize("version, message", [
@@ -107,3 +109,27 @@ def test_a_tuned_version_outside_the_protocol_is_refused(version, message):
     with pytest.raises(LookupError, match=message):
         suite_at("noisy-labels", version)
     assert suite_at("noisy-labels", "1.0+e3+tuned8.t2").settings["epochs"] == 3
+
+
+def test_a_failed_trial_counts_as_the_worst_in_the_budget_curve():
+    from harness.report.budget import expected_best
+    from webapp.leaderboard.tuning import _budget
+
+    trials = [{"validation": v} for v in (0.5, None, 0.7, None)]
+    curve = _budget(expected_best, trials, higher=True)
+    assert curve["budgets"] == [1, 2, 3, 4]  # k = 4, the failed trials included
+    assert curve["mean"][0] == pytest.approx((0.5 + 0.5 + 0.7 + 0.5) / 4)
+    assert _budget(expected_best, [{"validation": None}], higher=True) is None
+
+
+def test_a_space_of_non_numbers_is_refused_for_a_tuned_run(db, tmp_path):
+    path = tmp_path / "worded.py"
+    path.write_text("""
+import torch.nn.functional as F
+SEARCH_SPACE = {"reduction": {"choices": ["none", "mean"]}}
+def classification_loss(logits, targets, *, reduction: str = "none"):
+    return F.cross_entropy(logits, targets, reduction=reduction)
+""")
+    with pytest.raises(api.HarnessError, match="differ in numbers only; reduction"):
+        api.run("noisy-labels", str(path), variants=["clean"], epochs=1, tuned=True,
+                workers=1, progress=False)

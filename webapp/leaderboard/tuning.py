@@ -47,9 +47,7 @@ def tuning_report(tuned: Suite, versions: Iterable[Any], variants: Iterable[str]
                      if c[1] == tuned.version and c[3] == "ok"}
             chosen = next((c[4].get("tuned") for c in cells if c[1] == tuned.version), None)
             trials = _trials(cells, scores, tuned.version, metric)
-            valid = [tr["validation"] for tr in trials if tr["validation"] is not None]
-            budget = expected_best(valid, higher_is_better=tuned.metric(
-                metric).higher_is_better).to_json() if valid else None
+            budget = _budget(expected_best, trials, tuned.metric(metric).higher_is_better)
             base_cells = Cell.objects.filter(version=version, suite=tuned.name,
                                              variant=variant, suite_version=defaults.version,
                                              status="ok")
@@ -58,6 +56,8 @@ def tuning_report(tuned: Suite, versions: Iterable[Any], variants: Iterable[str]
                        for i, s in base_cells.values_list("id", "seed")}
             paired = sorted(s for s in final if default.get(s) is not None
                             and final[s] is not None)
+            # the defaults over the same seeds as the tuned row: defaults + gain = tuned
+            default = {s: default[s] for s in paired}
             gain = None
             if len(paired) >= 2:
                 c = compare_paired([final[s] for s in paired], [default[s] for s in paired],
@@ -94,6 +94,18 @@ def _trials(cells, scores, final_version: str, metric: str) -> list[dict[str, An
                     "per_seed": [[c[2], scores[c[0]].get(metric) if c[3] == "ok" else None]
                                  for c in sorted(members, key=lambda c: c[2])]})
     return out
+
+
+def _budget(expected_best, trials: list[dict[str, Any]], higher: bool) -> dict | None:
+    """The expected best over all k trials: a trial that diverged or failed counts as the
+    worst one observed (it can never be chosen), so an objective that often fails is not
+    scored on its good trials alone."""
+    valid = [t["validation"] for t in trials if t["validation"] is not None]
+    if not valid:
+        return None
+    worst = min(valid) if higher else max(valid)
+    scores = [worst if t["validation"] is None else t["validation"] for t in trials]
+    return expected_best(scores, higher_is_better=higher).to_json()
 
 
 def _summary(summarize, values, min_seeds: int) -> dict[str, Any] | None:
