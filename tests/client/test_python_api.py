@@ -132,7 +132,9 @@ def test_a_function_named_after_no_hook_needs_one(tmp_path, monkeypatch):
 def test_validate_reports_a_function_and_a_broken_one(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_HOME", str(tmp_path))
     good = api.validate(scaled_ce, hook="classification_loss")
-    assert good.ok and str(good) == "OK: scaled_ce — classification_loss(scale=1.0)"
+    # a function captured from a notebook declares no SEARCH_SPACE: said, not an error
+    assert good.ok and [p.code for p in good.problems] == ["search-space"]
+    assert str(good).endswith("OK: scaled_ce — classification_loss(scale=1.0)")
 
     def classification_loss(logits, targets):
         return logits.argmax(-1).float()  # no gradient reaches the logits

@@ -30,6 +30,8 @@ ENV = {"python": "test", "device": "cpu"}
 MEDIAN_HUBER = '''"""Huber loss with a median post-hoc shift (a user's file)."""
 import torch.nn.functional as F
 
+SEARCH_SPACE = {"delta": {"low": 0.1, "high": 2.0, "log": True}}
+
 
 def regression_loss(pred, target, *, delta: float = 0.5, progress):
     return F.huber_loss(pred, target, reduction="none", delta=delta) * (1 + 0 * progress)
