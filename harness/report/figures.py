@@ -698,17 +698,8 @@ KINDS: dict[str, Callable[[Any], Figure]] = {
     "variance": variance, "heatmap": heatmap}
 
 
-def _tuned_track_kinds() -> None:
-    """The tuned track's plots live in their own module (harness/report/tuning_figures.py)."""
-    from harness.report import tuning_figures
-
-    KINDS.update(budget=tuning_figures.budget, sensitivity=tuning_figures.sensitivity)
-
-
 def build(kind: str, payload: Mapping) -> Figure:
     """The figure dict of a ``kind`` of plot (a key of :data:`KINDS`) from its payload."""
-    if kind not in KINDS:
-        _tuned_track_kinds()
     try:
         draw = KINDS[kind]
     except KeyError:
@@ -722,3 +713,16 @@ def figure(kind: str, payload: Mapping) -> go.Figure:
     import plotly.graph_objects as go
 
     return go.Figure(build(kind, payload))
+
+
+def _tuned_track(kind: str) -> Callable[[Any], Figure]:
+    """The tuned track's plots live in harness/report/tuning_figures.py, which draws with
+    this module's helpers: imported when first drawn, so neither import order breaks."""
+    def draw(payload: Any) -> Figure:
+        from harness.report import tuning_figures
+
+        return getattr(tuning_figures, kind)(payload)
+    return draw
+
+
+KINDS.update(budget=_tuned_track("budget"), sensitivity=_tuned_track("sensitivity"))

@@ -113,9 +113,20 @@ ACROSS = {"label": "my<loss>", "suites": [
     {"suite": "certified", "status": "scored", "reference": "ce", "seeds": {"eps": [0.1]},
      "band": {"eps": {"low": 0.0, "high": 0.3, "reference": 0.0}}}]}
 
+BUDGET = {"metric": PERCENT, "k": 3, "rows": [
+    {"label": "gce", "is_reference": False,
+     "budget": {"budgets": [1, 2, 3], "mean": [0.5, 0.625, 0.75], "low": [0.25, 0.5, 0.75],
+                "high": [0.75, 0.75, 0.75]}},
+    {"label": "ce", "is_reference": True, "budget": None}]}
+
+SENSITIVITY = {"metric": PERCENT, "dimension": "lr", "log": True, "rows": [
+    {"label": "gce", "is_reference": False,
+     "points": [[0.01, 0.5, 0, 0], [0.1, None, 0, 1], [0.1, 0.25, 1, 1]]}]}
+
 PAYLOADS = {"strip": STRIP, "family": FAMILY, "curves": CURVES, "scatter": SCATTER,
             "reliability": RELIABILITY, "forest": FOREST, "profile": PROFILE, "cd": CD,
-            "variance": VARIANCE, "heatmap": HEATMAP, "across_suites": ACROSS}
+            "variance": VARIANCE, "heatmap": HEATMAP, "across_suites": ACROSS,
+            "budget": BUDGET, "sensitivity": SENSITIVITY}
 
 
 def _title(fig: dict, axis: str = "xaxis") -> str:
@@ -124,6 +135,21 @@ def _title(fig: dict, axis: str = "xaxis") -> str:
 
 def test_every_kind_has_a_payload_here():
     assert set(PAYLOADS) == set(figures.KINDS)
+
+
+def test_budget_draws_a_closed_band_and_a_curve_per_objective_with_one():
+    band, curve = build("budget", BUDGET)["data"]  # ce has no curve: no trace at all
+    assert band["x"] == [1, 2, 3, 3, 2, 1]
+    assert band["y"] == [75.0, 75.0, 75.0, 75.0, 50.0, 25.0]  # high out, low back, ×100
+    assert curve["name"] == "gce" and curve["y"] == [50.0, 62.5, 75.0]
+
+
+def test_sensitivity_puts_every_scored_seed_on_the_declared_axis():
+    fig = build("sensitivity", SENSITIVITY)
+    (gce,) = fig["data"]
+    assert gce["x"] == [0.01, 0.1] and gce["y"] == [50.0, 25.0]  # the failed seed dropped
+    assert gce["text"] == ["trial 0, seed 0", "trial 1, seed 1"]
+    assert fig["layout"]["xaxis"]["type"] == "log" and _title(fig) == "lr"
 
 
 def test_strip_draws_percents_as_the_tables_do():

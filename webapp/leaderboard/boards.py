@@ -4,8 +4,7 @@ Which results a table uses: per suite version, the newest version of every (obje
 label) with a result, a cell that trained (``store.latest_versions``: one whose cells all
 failed or were killed is on no public table), plus the suite's reference
 version (``store.reference_version``). Statistics come from :mod:`harness.report.stats`
-through :func:`harness.report.tables.variant_tables`; nothing here computes an interval of its
-own.
+through :func:`harness.report.tables.variant_tables`; nothing here computes its own interval.
 
 One sign convention everywhere: an *improvement* over the reference is positive when the
 objective is better, whatever the metric's direction (``x − ref`` for higher-is-better
