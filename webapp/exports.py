@@ -62,19 +62,20 @@ def csv_unit(unit: str) -> str:
     return "fraction" if unit == "percent" else unit
 
 
-def scores_csv(board: dict) -> str:
+def scores_csv(board: dict, track: str = "defaults") -> str:
     """The home page's ranking as CSV: per objective its rank with the rank's interval and
     tie mark, the cross-suite score with its interval, the suites it is scored on (";"
-    between them) and, per suite, its normalized score there (the suite summary's)."""
+    between them) and, per suite, its normalized score there (the suite summary's); every
+    line names the ``track`` the board is on (scores of two tracks are not comparable)."""
     out = io.StringIO()
     suites = [s["suite"] for s in board["suites"]]
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["rank", "rank_low", "rank_high", "tied", "objective", "slug", "builtin",
-                     "score", "score_low", "score_high", "score_n", "scored_on",
+    writer.writerow(["track", "rank", "rank_low", "rank_high", "tied", "objective", "slug",
+                     "builtin", "score", "score_low", "score_high", "score_n", "scored_on",
                      *(f"normalized_{s}" for s in suites)])
     for r in board["rows"]:
         writer.writerow(_csv_cell(x) for x in [
-            r["rank"], r["rank_low"], r["rank_high"], r["tied"], r["objective"], r["slug"],
+            track, r["rank"], r["rank_low"], r["rank_high"], r["tied"], r["objective"], r["slug"],
             r["is_builtin"], r["score"], r["score_low"], r["score_high"], r["score_n"],
             ";".join(r["coverage"]),
             *((r["cells"].get(s) or {}).get("normalized") for s in suites)])
@@ -118,6 +119,10 @@ def tables_latex(suite: Suite, tables: list[dict], *, interval: bool = False) ->
             f"{headline.better} is better: mean over seeds {ci_word} "
             "(Student-t). \\textbf{Bold}: best; $^{\\star}$: tied with the best (its 95\\% "
             "bootstrap rank interval reaches 1: it could be the best at these seeds).")
+    if suite.track != "defaults" and suite.tuning is not None:
+        note += (f" Tuned track: every objective, the reference too, given the same "
+                 f"{suite.tuning.k} trials of its settings and hyperparameters, chosen on a "
+                 "validation split.")
     lines = ["% Objective Harness export; needs \\usepackage{booktabs}", "\\begin{table}[t]",
              "\\centering", "\\small"]
     if len(tables) == 1:

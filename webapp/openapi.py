@@ -361,6 +361,8 @@ ERROR = obj({"error": {**STR, "description": "what was wrong, in words"},
 SCORES = obj({
     "rank_method": {**STR, "description": "how the score, its interval and the ranks are "
                     "computed (harness/report/aggregate.py)"},
+    "track": {"enum": ["defaults", "tuned"], "description": "the track scored: tuned scores "
+              "are over the suites with a tuned protocol only, not comparable with defaults'"},
     "rows": arr(obj({
         "objective": {**STR, "description": "display label"}, "slug": STR,
         "is_builtin": BOOL,
@@ -447,6 +449,10 @@ PAGE_SIZE = Param("page_size", "query",
                   {**INT, "minimum": 1, "maximum": PAGE_SIZE_MAX, "default": PAGE_SIZE_DEFAULT},
                   f"records per page (at most {PAGE_SIZE_MAX})")
 
+TRACK = Param("track", "query", {"enum": ["defaults", "tuned"], "default": "defaults"},
+              "each objective at its defaults, or every objective tuned with the same budget "
+              "(suites with a tuned protocol only; docs/tuning.md)")
+
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "/api/suites", "api-suites", "List the suites",
@@ -468,7 +474,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 Param("page_size", "query",
                       {**INT, "minimum": 1, "maximum": TABLE_PAGE_SIZE_MAX,
                        "default": TABLE_PAGE_SIZE_DEFAULT},
-                      f"variant tables per page (at most {TABLE_PAGE_SIZE_MAX})")),
+                      f"variant tables per page (at most {TABLE_PAGE_SIZE_MAX})"),
+                TRACK),
         errors=(400, 404),
         examples=("/api/suites/{suite}?variant={variant}", "/api/suites/{suite}")),
     Endpoint(
@@ -479,9 +486,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Scores",
         params=(Param("kind", "query", {"enum": ["all", "builtin", "submitted"],
                                         "default": "all"},
-                      "built-in baselines, submissions or all (ranks stay global)"),),
+                      "built-in baselines, submissions or all (ranks stay global)"),
+                TRACK),
         errors=(400,),
-        examples=("/api/scores", "/api/scores?kind=builtin")),
+        examples=("/api/scores", "/api/scores?kind=builtin", "/api/scores?track=tuned")),
     Endpoint(
         "/api/objectives", "api-objectives", "List the objectives",
         "Objectives (built-in baselines and submissions) with their versions: label, "

@@ -100,25 +100,28 @@ def home_body(suite: str | None = None, kind: str = "all",
     return mark_safe(body["html"])
 
 
-def objective_body(slug: str, viewer=None, *,
-                   curves: dict[str, str] | None = None) -> tuple[str, SafeString]:
+def objective_body(slug: str, viewer=None, *, curves: dict[str, str] | None = None,
+                   track: str | None = None) -> tuple[str, SafeString]:
     """The objective page's body (``curves``: {suite: variant} the curve panels show, by
-    default each suite's first variant) and its title. Only the default body is stored:
-    whether the viewer may read the code is part of its key; nothing else about the viewer
-    is on the body."""
+    default each suite's first variant; ``track``: defaults or tuned) and its title. Only
+    the default curves' body is stored: whether the viewer may read the code is part of its
+    key; nothing else about the viewer is on the body."""
     # only a suite's own variants (any other value shows its first variant anyway): one
     # body per real choice, and a key of bounded length whatever the query string holds
     curves = {name: v for name, v in (curves or {}).items() if name in suite_names()
               and v in {x.name for x in get_suite(name).variants}}
-    view = leaderboard.objective_view(slug, viewer, curves=curves)
+    view = leaderboard.objective_view(slug, viewer, curves=curves, track=track)
+    tuned = view.track != "defaults"
     if curves:  # choices multiply (variants of one suite × another's...): rendered as asked,
         # from cached numbers, but only the default body is kept
         return view.obj.name, mark_safe(render_to_string(OBJECTIVE_BODY,
                                                          _objective_context(view)))
-    key = _key("objective", view.obj.pk, view.code_visible)
-    fingerprint = cache.combine([view.fingerprint, _uploads_fingerprint()])
-    body = cache.cached([(key, fingerprint, lambda: {
-        "args": [slug, view.code_visible],
+    key = _key("objective", view.obj.pk, view.code_visible, *(["tuned"] if tuned else []))
+    parts = [view.fingerprint, _uploads_fingerprint()]
+    if tuned:  # the tuning gain reads the defaults' cells too
+        parts += [state_of(get_suite(s.suite.name)).fingerprint for s in view.states]
+    body = cache.cached([(key, cache.combine(parts), lambda: {
+        "args": [slug, view.code_visible, *(["tuned"] if tuned else [])],
         "html": render_to_string(OBJECTIVE_BODY, _objective_context(view))})])[0]
     return view.obj.name, mark_safe(body["html"])
 
@@ -132,8 +135,35 @@ def _objective_context(view: leaderboard.ObjectiveView) -> dict:
         s["secondary"] = with_values(s["table_specs"], s["rows"])
         s["curve_variant"] = next(iter(s["curves"]), None)
         s["multi_label"] = len({r["objective"] for r in s["rows"]}) > 1
-    return {"o": profile, "others": [o for o in leaderboard.objective_choices()
-                                     if o["slug"] != view.obj.slug]}
+    if view.track != "defaults":
+        by_name = {st.suite.name: st.suite for st in view.states}
+        for s in profile["suites"]:
+            suite = by_name[s["suite"]]
+            s["tuning"] = _objective_tuning(suite, view.versions, s["variants"])
+            s["tuning_k"] = suite.tuning.k
+    return {"o": profile, "tuned": view.track != "defaults",
+            "tunable": [s.name for s in all_suites() if s.tuning is not None],
+            "others": [o for o in leaderboard.objective_choices()
+                       if o["slug"] != view.obj.slug]}
+
+
+def _objective_tuning(suite: Suite, versions: list, variants: list[str]) -> list[dict]:
+    """The objective page's tuned track: per variant and version, defaults against tuned,
+    the tuning gain and the trial chosen (the suite page's tuning table, this objective's
+    rows)."""
+    from webapp.leaderboard.tuning import tuning_report
+
+    report = tuning_report(suite, versions, variants)
+    return [{**r, "variant": v, "chosen_text": chosen_text(r["chosen"])}
+            for v in variants for r in report.get(v, [])]
+
+
+def chosen_text(chosen: dict | None) -> str:
+    """A trial's settings and hyperparameters as one line (``lr=0.0131, q=0.7``)."""
+    chosen = chosen or {}
+    return ", ".join(f"{n}={v:.3g}" if isinstance(v, float) else f"{n}={v}"
+                     for n, v in {**chosen.get("settings", {}),
+                                  **chosen.get("hyperparameters", {})}.items())
 
 
 def _uploads_fingerprint() -> str:
@@ -182,11 +212,7 @@ def _tuning_section(suite: Suite, variant: str, table: dict) -> dict | None:
     for r in rows:
         curve = (r["budget"] or {}).get("mean") or []
         r["best_at"] = [curve[n - 1] if n <= len(curve) else None for n in budgets]
-        chosen = r["chosen"] or {}
-        r["chosen_text"] = ", ".join(
-            f"{n}={v:.3g}" if isinstance(v, float) else f"{n}={v}"
-            for n, v in {**chosen.get("settings", {}), **chosen.get("hyperparameters", {})
-                         }.items())
+        r["chosen_text"] = chosen_text(r["chosen"])
     plots = figure_payloads(suite, rows, table["reference"])
     for i, s in enumerate(plots["sensitivity"]):
         s["id"] = f"sensitivity-data-{i}"
@@ -236,10 +262,10 @@ def refresh(suite: Suite, limit: int | None = None) -> int:
 
 def _objective_again(args: list) -> None:
     """An objective body as it was built: with the code shown, as its owner sees it."""
-    slug, code_visible = args
+    slug, code_visible, *track = args
     obj = Objective.objects.select_related("owner").get(slug=slug)
     viewer = obj.owner if code_visible and obj.visibility != Objective.PUBLIC else None
-    objective_body(slug, viewer)
+    objective_body(slug, viewer, track=track[0] if track else None)
 
 
 def _recent(prefix: str, limit: int) -> list[list]:

@@ -4,6 +4,8 @@ the budget and sensitivity plots, and a suite without a tuned protocol saying so
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 
@@ -104,3 +106,40 @@ def test_the_home_board_scores_either_track_and_names_it(tuned_cells):
     board = default[default.index('id="home-board"'):default.index("</table>")]
     assert "Only suites with a tuned protocol" not in default
     assert "/suites/noisy-labels/" in board and "track=tuned" not in board
+
+
+def test_the_objective_page_takes_the_track_and_shows_what_tuning_gained(tuned_cells):
+    html = Client().get("/objectives/gce/", {"track": "tuned"}).content.decode()
+    table = html[html.index('id="tuning-noisy-labels"'):]
+    table = table[:table.index("</table>")]
+    # gce: defaults 76.4% over seeds 0..4, tuned 79.2%, the paired gain +2.8 pp, trial 5
+    assert "76.4" in table and "79.2" in table and "+2.8" in table and "#5: lr=" in table
+    assert "/suites/noisy-labels/?track=tuned" in html and "not comparable" in html
+    assert 'action="/objectives/gce/compare/"' not in html  # compare reads defaults only
+    default = Client().get("/objectives/gce/").content.decode()
+    assert "tuning-noisy-labels" not in default and "?track=tuned" in default  # the switch
+    assert "76.4" in default and "79.2" not in default
+    bad = Client().get("/objectives/gce/", {"track": "best"})
+    assert bad.status_code == 404 and "no track" in bad.content.decode()
+
+
+def test_exports_and_the_api_give_the_track_asked(tuned_cells):
+    def rows(url, **query):
+        return list(csv.DictReader(io.StringIO(Client().get(url, query).content.decode())))
+
+    tuned = rows("/export/noisy-labels/csv", variant="sym-0.4", track="tuned")
+    default = rows("/export/noisy-labels/csv", variant="sym-0.4")
+    means = {r["slug"]: (r["suite_version"], float(r["mean"])) for r in tuned}
+    assert means["gce"] == (SUITE.tuned().version, pytest.approx(0.792))
+    assert {r["slug"]: float(r["mean"]) for r in default}["gce"] == pytest.approx(0.764)
+    latex = Client().get("/export/noisy-labels/tex", {"track": "tuned"}).content.decode()
+    assert "Tuned track" in latex and "79.2" in latex
+    scores = rows("/export/scores.csv", track="tuned")
+    assert {r["track"] for r in scores} == {"tuned"} and "normalized_tta" not in scores[0]
+    api = Client().get("/api/scores", {"track": "tuned"}).json()
+    assert api["track"] == "tuned" and {r["slug"] for r in api["rows"]} == {"ce", "gce"}
+    detail = Client().get("/api/suites/noisy-labels", {"track": "tuned",
+                                                       "variant": "sym-0.4"}).json()
+    assert detail["suite"]["version"] == SUITE.tuned().version
+    assert Client().get("/api/scores", {"track": "best"}).status_code == 400
+    assert Client().get("/api/suites/tta", {"track": "tuned"}).status_code == 404

@@ -119,7 +119,8 @@ def home_view(*, suite: str | None = None, kind: str = "all",
     return HomeView(states_of(suites), suite, kind)
 
 
-def home_table(*, suite: str | None = None, kind: str = "all") -> dict:
+def home_table(*, suite: str | None = None, kind: str = "all",
+               track: str | None = None) -> dict:
     """Objectives × suites: each cell a :func:`suite_summary` row; cross-suite rank.
 
     ``score`` is the aggregate of :mod:`harness.report.aggregate` over the suites the
@@ -128,7 +129,7 @@ def home_table(*, suite: str | None = None, kind: str = "all") -> dict:
     filter, so a filtered view keeps the global ranks. The ranked table is cached as a
     whole (one tally query, one read).
     """
-    return home_view(suite=suite, kind=kind).payload()
+    return home_view(suite=suite, kind=kind, track=track).payload()
 
 
 def visible_rows(rows: list[dict], *, kind: str = "all", limit: int | None = None) -> list[dict]:
@@ -142,9 +143,11 @@ def visible_rows(rows: list[dict], *, kind: str = "all", limit: int | None = Non
     return keep
 
 
-def export_tables(suite: Suite | str, variant: str | None = None) -> tuple[Suite, list[dict]]:
-    """The tables an export covers: one variant, or every default variant with results."""
-    suite = suite_of(suite)
+def export_tables(suite: Suite | str, variant: str | None = None,
+                  track: str | None = None) -> tuple[Suite, list[dict]]:
+    """The tables an export covers: one variant, or every default variant with results,
+    on the track asked."""
+    suite = suite_of(suite, track)
     if variant is not None:
         variant_of(suite, variant)
     return suite, table_page(suite, None if variant is None else [variant])[1]

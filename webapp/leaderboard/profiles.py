@@ -36,6 +36,7 @@ class ObjectiveView:
     mine: bool
     states: list[SuiteState]
     curves: str | Mapping[str, str] | None
+    track: str = "defaults"
 
     @property
     def code_visible(self) -> bool:
@@ -59,7 +60,7 @@ class ObjectiveView:
         suites = [s.suite for s in states]
         fps = {(s.suite.name, s.suite.version): s.fingerprint for s in states}
         fingerprint = cache.combine(s.fingerprint for s in states)
-        key = cache.key("profile", obj.pk)
+        key = cache.key("profile", obj.pk, *([] if self.track == "defaults" else [self.track]))
         stored = cache.read([key])
         numbers = cache.cached([(key, fingerprint, lambda: _build_profile(
             obj, states, (stored.get(key) or (None, None))[1]))], stored)[0]
@@ -72,7 +73,7 @@ class ObjectiveView:
             "slug": obj.slug, "name": obj.name, "description": obj.description,
             "paper_url": obj.paper_url or None,
             "owner": obj.owner.get_username() if obj.owner else None,
-            "is_builtin": obj.is_builtin, "visibility": obj.visibility,
+            "is_builtin": obj.is_builtin, "visibility": obj.visibility, "track": self.track,
             "created": obj.created.isoformat(), "viewer_is_owner": self.mine,
             "code_visible": self.code_visible,
             "code": newest.code if newest is not None and self.code_visible else None,
@@ -89,10 +90,17 @@ class ObjectiveView:
         }
 
 
-def objective_view(slug: str, viewer=None, *,
-                   curves: str | Mapping[str, str] | None = "all") -> ObjectiveView:
-    """The page :func:`objective_profile` would return, not yet read. Raises
-    :class:`NotFound` for an unknown objective or one the viewer may not see."""
+def objective_view(slug: str, viewer=None, *, curves: str | Mapping[str, str] | None = "all",
+                   track: str | None = None) -> ObjectiveView:
+    """The page :func:`objective_profile` would return, not yet read: on the defaults'
+    track, or (``track="tuned"``) over the suites' tuned tracks (suites with a tuned
+    protocol only). Raises :class:`NotFound` for an unknown objective or track, or an
+    objective the viewer may not see."""
+    track = track or "defaults"
+    if track not in ("defaults", "tuned"):
+        suite_of(all_suites()[0], track)  # the suite page's clear error
+    suites = all_suites() if track == "defaults" else [
+        suite_of(s, track) for s in all_suites() if s.tuning is not None]
     try:
         obj = Objective.objects.select_related("owner").get(slug=slug)
     except Objective.DoesNotExist:
@@ -102,11 +110,12 @@ def objective_view(slug: str, viewer=None, *,
     versions = list(obj.versions.order_by("-created", "-id"))
     mine = bool(viewer is not None and getattr(viewer, "is_authenticated", False)
                 and obj.owner_id is not None and viewer.pk == obj.owner_id)
-    return ObjectiveView(obj, versions, mine, states_of(all_suites()), curves)
+    return ObjectiveView(obj, versions, mine, states_of(suites), curves, track)
 
 
 def objective_profile(slug: str, viewer=None, *,
-                      curves: str | Mapping[str, str] | None = "all") -> dict:
+                      curves: str | Mapping[str, str] | None = "all",
+                      track: str | None = None) -> dict:
     """An objective's page: metadata, code (only if public or ``viewer`` owns it, else
     None), versions with hyperparameters, every suite's per-variant rows and summary,
     family, scatter and reliability plot data, and per-seed curves.
@@ -117,7 +126,7 @@ def objective_profile(slug: str, viewer=None, *,
     ``high``) over seeds at each point, its ``x`` values, and every seed's values
     (``seeds``); diverged seeds are truncated at divergence and listed in ``diverged``.
     """
-    return objective_view(slug, viewer, curves=curves).payload()
+    return objective_view(slug, viewer, curves=curves, track=track).payload()
 
 
 def _build_profile(obj: Objective, states: list[SuiteState],

@@ -31,6 +31,7 @@ from harness.report.textsafe import is_storable
 from harness.storage import store
 from harness.storage.models import Cell, Curve, Metric, Objective, ObjectiveVersion
 from webapp import leaderboard, openapi
+from webapp.leaderboard.lookup import NotFound, suite_of
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,13 @@ def _suite(name: str) -> Suite:
     except KeyError:
         raise ApiError(404, f"unknown suite {name!r} (suites: "
                        f"{', '.join(registry.suite_names())})") from None
+
+
+def _track(request: HttpRequest) -> str:
+    track = request.GET.get("track") or "defaults"
+    if track not in ("defaults", "tuned"):
+        raise ApiError(400, f"track is defaults or tuned, got {track!r}")
+    return track
 
 
 def _variants(suite: Suite, names: list[str]) -> list[str]:
@@ -321,6 +329,12 @@ def suite_detail(request: HttpRequest, name: str) -> dict:
     """A page of the suite's variant tables: only that page's tables are read or built,
     so an answer costs the same whatever the number of variants."""
     suite = _suite(name)
+    track = _track(request)
+    if track != "defaults":
+        try:
+            suite = suite_of(suite, track)
+        except NotFound as exc:
+            raise ApiError(404, str(exc)) from None
     window = _window(request, openapi.TABLE_PAGE_SIZE_DEFAULT, openapi.TABLE_PAGE_SIZE_MAX)
     variants, tables = leaderboard.table_page_json(
         suite, _variants(suite, _listed(request, "variant")) or None, window)
@@ -337,8 +351,12 @@ def scores(request: HttpRequest) -> dict:
     kind = request.GET.get("kind") or "all"
     if kind not in leaderboard.KINDS:
         raise ApiError(400, f"kind is one of {', '.join(leaderboard.KINDS)}, got {kind!r}")
-    board = leaderboard.home_table(kind=kind)
-    return {"rank_method": board["rank_method"],
+    track = _track(request)
+    try:
+        board = leaderboard.home_table(kind=kind, track=track)
+    except NotFound as exc:
+        raise ApiError(400, str(exc)) from None
+    return {"rank_method": board["rank_method"], "track": track,
             "rows": [{k: r[k] for k in SCORE_FIELDS} for r in board["rows"]]}
 
 

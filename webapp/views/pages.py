@@ -45,7 +45,8 @@ def objective(request: HttpRequest, slug: str) -> HttpResponse:
     wanted = {n: request.GET[f"curves-{n}"] for n in suite_names()
               if request.GET.get(f"curves-{n}")}
     try:
-        title, body = rendered.objective_body(slug, request.user, curves=wanted)
+        title, body = rendered.objective_body(slug, request.user, curves=wanted,
+                                              track=request.GET.get("track") or None)
     except NotFound as exc:
         return _unknown_objective(request, slug, exc)
     return render(request, "webapp/objective.html", {
@@ -77,7 +78,8 @@ def export(request: HttpRequest, suite: str, fmt: str) -> HttpResponse:
         return _not_found(request, NotFound(f"no export format {fmt!r} (csv, tex)"))
     variant = request.GET.get("variant") or None
     try:
-        suite_obj, tables = leaderboard.export_tables(suite, variant)
+        suite_obj, tables = leaderboard.export_tables(suite, variant,
+                                                      request.GET.get("track") or None)
     except NotFound as exc:
         return _not_found(request, exc)
     stem = f"{suite_obj.name}-{suite_obj.version}" + (
@@ -91,20 +93,25 @@ def export(request: HttpRequest, suite: str, fmt: str) -> HttpResponse:
                                         interval=request.GET.get("ci") == "interval")
         except ValueError as exc:  # nothing stored yet: no table to paste
             return _not_found(request, NotFound(
-                f"{exc}: `harness run suite {suite_obj.name}` or a submission fills it"))
+                f"{exc}: `harness run suite {suite_obj.name}"
+                + (" --tuned" if suite_obj.track != "defaults" else "")
+                + "` or a submission fills it"))
         response = HttpResponse(body, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'inline; filename="{stem}.{fmt}"'
     return response
 
 
 def export_scores(request: HttpRequest) -> HttpResponse:
-    """The home page's ranking as CSV (``?kind=`` as on the page)."""
+    """The home page's ranking as CSV (``?kind=`` and ``?track=`` as on the page)."""
+    track = request.GET.get("track") or "defaults"
     try:
-        board = leaderboard.home_table(kind=request.GET.get("kind") or "all")
+        board = leaderboard.home_table(kind=request.GET.get("kind") or "all", track=track)
     except NotFound as exc:
         return _not_found(request, exc)
-    response = HttpResponse(exports.scores_csv(board), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = 'inline; filename="scores.csv"'
+    response = HttpResponse(exports.scores_csv(board, track),
+                            content_type="text/csv; charset=utf-8")
+    stem = "scores" if track == "defaults" else f"scores-{track}"
+    response["Content-Disposition"] = f'inline; filename="{stem}.csv"'
     return response
 
 
