@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the suite's tuned protocol: every objective (the reference "
                             "too) gets the same k trials of the learning rate, the tuned "
                             "settings and its SEARCH_SPACE, chosen on a validation split, "
-                            "then the chosen trial on the seeds; stored apart (V+tunedK)")
+                            "then the chosen trial on the seeds; stored apart (V+tunedK); "
+                            "with --sandbox, each trial's loss served from the sandbox")
     suite.add_argument("--sequential", type=int, metavar="CAP",
                        help="seeds where the verdict is undecided: start with one member "
                             "chunk (5 seeds), add a chunk to each objective and variant whose "

@@ -20,16 +20,18 @@ def check_tunable(suite: Suite, loaded: list[Any], sandbox: bool,
     if suite.tuning is None:
         raise HarnessError(f"the {suite.name} suite declares no tuned protocol (suites with "
                            f"one: {', '.join(s.name for s in all_suites() if s.tuning)})")
-    if sandbox or factorial is not None:
-        raise HarnessError("a tuned run trains trusted objectives in this process: drop "
-                           + ("--sandbox" if sandbox else "--factorial"))
+    if factorial is not None:
+        raise HarnessError("a tuned run chooses settings; a factorial run varies the seeds' "
+                           "sources at fixed settings: drop --factorial")
     untrained = [o.name for o in loaded if suite.hooks[0] not in o.hooks]
     if untrained:
         raise HarnessError(f"the tuned protocol tunes training objectives "
                            f"({suite.hooks[0]}); not: {', '.join(untrained)}")
     for o in loaded:
-        words = [d.name for d in o.dimensions if d.kind == "choice" and not all(
-            isinstance(c, int | float) and not isinstance(c, bool) for c in d.choices)]
+        served = sandbox and o.origin != "builtin"  # the servers bind each trial's values
+        words = [] if served else [
+            d.name for d in o.dimensions if d.kind == "choice" and not all(
+                isinstance(c, int | float) and not isinstance(c, bool) for c in d.choices)]
         if words:  # the trials train as one batch: only numbers differ between members
             raise HarnessError(f"{o.name}: a tuned run batches its trials, and members "
                                f"differ in numbers only; {', '.join(words)} choose between "
@@ -54,18 +56,20 @@ def train_tuned(suite: Suite, specs: list[str], loaded: list[Any], variants: lis
     options = {"device": _device(asked["device"]), "mode": asked["mode"],
                "data_root": asked["data_root"], "download": asked["download"]}
     versions = _tune(suite, specs, loaded, variants, seeds, workers=asked["workers"],
-                     force=asked["force"], options=options, say=asked["say"])
+                     force=asked["force"], options=options, say=asked["say"],
+                     sandbox=asked["sandbox"])
     return Results(suite.tuned(), versions, variants)
 
 
 def _tune(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str],
           seeds: list[int], *, workers: int | None, force: bool, options: dict[str, Any],
-          say: Callable[[str], None]) -> list[Any]:
+          say: Callable[[str], None], sandbox: bool = False) -> list[Any]:
     """The objectives' stored versions (their default versions: a tuned cell records the
-    trial it ran), once every pair not stored is tuned and stored."""
+    trial it ran), once every pair not stored is tuned and stored. ``sandbox``: objective
+    files' losses served from the sandbox (:mod:`harness.runner.tuning_sandboxed`)."""
+    from harness.runner import local as running
     from harness.runner.environment import environment
     from harness.runner.processes import default_workers, map_in_workers, workers_for_caller
-    from harness.runner.tuning import tune
     from harness.storage import store
 
     final = suite.tuned()
@@ -77,9 +81,8 @@ def _tune(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str]
         for variant in variants:
             if any((variant, s) not in done for s in seeds):
                 calls.append((version, objective.label, (
-                    suite.name, suite.version, spec, dict(objective.hyperparameters)
-                    if objective.hyperparameters != objective.defaults else {}, variant,
-                    list(seeds), options)))
+                    running.group(spec, objective, final, [variant], seeds,
+                                  sandbox and objective.origin != "builtin"), options)))
     skipped = len(loaded) * len(variants) - len(calls)
     if skipped:
         say(f"{skipped} (objective, variant) pairs already tuned and stored (rerun them with "
@@ -93,7 +96,7 @@ def _tune(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str]
     env = environment(options.get("device", "cpu"))
     workers = workers_for_caller(workers or default_workers(), say)
     for (version, label, _), tuned in zip(calls, map_in_workers(
-            tune, [c[2] for c in calls], workers=workers), strict=True):
+            tune_one, [c[2] for c in calls], workers=workers), strict=True):
         for index, cells in tuned.searched.items():
             store.store_results(version, suite.trial(index), cells, env)
         store.store_results(version, final, tuned.final, env)
@@ -104,3 +107,11 @@ def _tune(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str]
                     **tuned.trials[tuned.chosen].hyperparameters}.items()))
         say(f"{label} on {tuned.variant}: {chosen} ({tuned.wall_time:.0f} s)")
     return versions
+
+
+def tune_one(group: Any, options: dict[str, Any]) -> Any:
+    """The tuned protocol for a group of one variant (a worker process's call)."""
+    from harness.runner.group import run_tuned_group
+
+    (tuned,) = run_tuned_group(group, **options)
+    return tuned

@@ -16,6 +16,7 @@ from django.utils import timezone
 from harness.contract.chunks import members_trained
 from harness.contract.registry import suite_at
 from harness.contract.suite import Resources
+from harness.runner.group import is_tuned_final
 from harness.storage.models import Cell, Submission
 from tasks.limits import seed_chunks, time_limits
 from webapp.execution.groups import QueuedGroup, groups
@@ -71,9 +72,15 @@ def _chunk(group: QueuedGroup) -> int:
 
 
 def _members(group: QueuedGroup) -> int:
+    """Members the group's task trains: its cells' whole chunks, and for a tuned track's
+    final cells the protocol's search too (k trials × search seeds per variant)."""
     try:
-        return members_trained(suite_at(group.suite, group.suite_version), group.variants,
-                               group.seeds)
+        suite = suite_at(group.suite, group.suite_version)
+        members = members_trained(suite, group.variants, group.seeds)
+        if is_tuned_final(group.suite_version) and suite.tuning is not None:
+            t = suite.tuning
+            members += len(group.variants) * t.k * len(t.search_seeds)
+        return members
     except (LookupError, KeyError):  # the task fails its cells with a clear message
         return len(group.seeds) * len(group.variants)
 
@@ -88,9 +95,12 @@ def send(group: QueuedGroup, connection=None) -> None:
 
 
 def split(group: QueuedGroup) -> list[QueuedGroup]:
-    """The group in parts whose hard time limit fits Redis's visibility timeout."""
+    """The group in parts whose hard time limit fits Redis's visibility timeout; a tuned
+    track's final cells stay whole (each part would run the whole search again)."""
     from tasks.celery import app
 
+    if is_tuned_final(group.suite_version):
+        return [group]
     visibility = float(app.conf.get("harness_visibility_timeout") or 3600)
     return [QueuedGroup(group.version_id, group.suite, group.suite_version, group.variants,
                   tuple(part))

@@ -25,6 +25,7 @@ from harness.contract.registry import all_suites, get_suite, suite_names
 from harness.contract.suite import Suite
 from harness.objectives.loading import LoadedObjective, ObjectiveError, parse_assignments
 from harness.report.textsafe import hidden_characters
+from harness.runner.group import is_tuned_final
 from harness.storage.models import Cell, Objective, ObjectiveVersion, Submission
 from webapp.execution import executors
 from webapp.execution.groups import code_filename
@@ -53,6 +54,25 @@ def _suite_choices() -> list[tuple[str, str]]:
         hooks = " or ".join(suite.accepted_hooks)
         choices.append((name, f"{name} — {suite.description} (needs {hooks})"))
     return choices
+
+
+def _tunable() -> list[str]:
+    return [n for n in suite_names() if get_suite(n).tuning is not None]
+
+
+def _tuned_help() -> str:
+    """What the tuned track costs, per suite with a tuned protocol, before anything queues."""
+    parts = []
+    for name in _tunable():
+        t = get_suite(name).tuning
+        parts.append(f"{name}: {t.k} trials × {len(t.search_seeds)} search seeds on a "
+                     f"validation split, then the chosen trial on your seeds (with 5 seeds, "
+                     f"{t.k * len(t.search_seeds) + 5} trainings per variant against 5: "
+                     f"about {(t.k * len(t.search_seeds) + 5) / 5:.0f}× the default run)")
+    return ("Besides the defaults, tune the objective's declared SEARCH_SPACE and the "
+            "suite's learning rate and weight decay with the same budget every objective "
+            "gets, on the suites with a tuned protocol (the others run at defaults only). "
+            "Cost — " + "; ".join(parts) + ". Results appear on the suites' tuned track.")
 
 
 def _seeds_help() -> str:
@@ -88,12 +108,15 @@ class SubmissionForm(forms.Form):
                   "classification_loss does not run on tta, which needs tta_loss or "
                   "tta_adjust).")
     seeds = forms.IntegerField(min_value=1, max_value=10, initial=5)  # help: _seeds_help
+    tuned = forms.BooleanField(required=False, label="Also tune at equal budget",
+                               initial=False)  # help: _tuned_help (its cost)
 
     def __init__(self, *args: Any, user, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["suites"].choices = _suite_choices()
         self.fields["seeds"].help_text = _seeds_help()
+        self.fields["tuned"].help_text = _tuned_help()
         # None ticked = every suite the objective's hooks fit: no suite is ticked that would
         # refuse it (a classification loss is not a test-time objective, and the reverse).
         self.fields["suites"].initial = []
@@ -226,6 +249,15 @@ class SubmissionForm(forms.Form):
         seeds = list(range(data["seeds"]))
         self.plan = [(configured(supported[n]), _submitted_variants(supported[n]), seeds)
                      for n in chosen]
+        if data.get("tuned"):
+            tunable = [n for n in chosen if supported[n].tuning is not None]
+            if not tunable:
+                self.add_error("tuned", "None of the chosen suites has a tuned protocol "
+                               f"(those with one: {', '.join(_tunable())}).")
+                return
+            # public variants only: a tuned run is no way to probe the held-out ones
+            self.plan += [(configured(supported[n]).tuned(),
+                           list(supported[n].default_variants), seeds) for n in tunable]
         short = [f"{n} (at least {supported[n].min_seeds})" for n in chosen
                  if len(seeds) < supported[n].min_seeds]
         if short:
@@ -252,16 +284,19 @@ class SubmissionForm(forms.Form):
         version = ObjectiveVersion.objects.filter(
             objective__slug=self.slug, objective__owner=self.user,
             key=self.objective.version_key).first()
-        total = sum(len(variants) * len(seeds) for _, variants, seeds in self.plan)
-        if version is None:
-            return total
-        kept = 0
+        total = 0
         for suite, variants, seeds in self.plan:
-            kept += (Cell.objects.filter(version=version, suite=suite.name,
-                                         suite_version=suite.version, variant__in=variants,
-                                         seed__in=seeds)
-                     .exclude(status__in=RETRIED).count())
-        return total - kept
+            # a tuned track's final cells also store every trial's search cells
+            search = (suite.tuning.k * len(suite.tuning.search_seeds)
+                      if is_tuned_final(suite.version) else 0)
+            for variant in variants:
+                kept = 0 if version is None else (
+                    Cell.objects.filter(version=version, suite=suite.name,
+                                        suite_version=suite.version, variant=variant,
+                                        seed__in=seeds)
+                    .exclude(status__in=RETRIED).count())
+                total += len(seeds) - kept + (search if kept < len(seeds) else 0)
+        return total
 
     # --- saving -----------------------------------------------------------------------
 

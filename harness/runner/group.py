@@ -78,3 +78,53 @@ def run_group(group: Group, *, device: str = "cpu", threads: int = 1,
     objective = load_objective(group.objective, dict(group.overrides) or None)
     return run_cells(suite, objective, variants, seeds, data_root=data_root, download=download,
                      progress=progress, device=device, **options)
+
+
+def is_tuned_final(suite_version: str) -> bool:
+    """Whether cells of ``suite_version`` are a tuned track's final cells (``V+tunedK``),
+    which only the tuned protocol trains (:func:`run_tuned_group`)."""
+    import re
+
+    return re.search(r"\+tuned\d+$", suite_version) is not None
+
+
+def run_tuned_group(group: Group, *, device: str = "cpu", threads: int = 1,
+                    data_root: str | None = None, download: bool = False,
+                    progress: Callable[[float], None] | None = None,
+                    heartbeat: Callable[[], None] | None = None,
+                    **options: Any) -> list[Any]:
+    """The tuned protocol (:mod:`harness.runner.tuning`) for each variant of ``group``, whose
+    suite version is a tuned track's final one (``V+tunedK``): its search on the validation
+    split, the choice, and the final cells of ``group.seeds``; trusted in this process or
+    with the loss in the sandbox, as the group says. One
+    :class:`~harness.runner.tuning.Tuned` per variant; the caller stores each trial's
+    search cells (``suite.trial(i)``) and the final cells.
+
+    Never raises for anything the objective does; raises for infrastructure problems."""
+    from harness.contract.registry import suite_at
+    from harness.runner.tuning import tune
+
+    base = suite_at(group.suite, group.suite_version.rpartition("+tuned")[0])
+    if base.tuning is None or base.tuned().version != group.suite_version:
+        raise ValueError(f"{group.suite} {group.suite_version} is not a tuned track of "
+                         f"this suite's protocol")
+    out = []
+    for variant in group.variants:
+        if group.sandboxed:
+            from harness.objectives.loading import read_source
+            from harness.runner.tuning_sandboxed import tune_sandboxed
+
+            path = Path(group.objective)
+            out.append(tune_sandboxed(
+                base, group.source or read_source(path), path.name or "objective.py",
+                dict(group.overrides), variant, list(group.seeds), threads=threads,
+                device=device, heartbeat=heartbeat, progress=progress, data_root=data_root,
+                row_secret=group.row_secret.encode() or None))
+        else:
+            out.append(tune(base.name, base.version, group.objective, dict(group.overrides),
+                            variant, list(group.seeds),
+                            {"device": device, "data_root": data_root, "download": download,
+                             **{k: v for k, v in options.items() if k == "mode"}}))
+            if progress is not None:
+                progress(float(len(group.seeds)))
+    return out

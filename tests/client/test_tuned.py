@@ -133,3 +133,32 @@ def classification_loss(logits, targets, *, reduction: str = "none"):
     with pytest.raises(api.HarnessError, match="differ in numbers only; reduction"):
         api.run("noisy-labels", str(path), variants=["clean"], epochs=1, tuned=True,
                 workers=1, progress=False)
+
+
+def test_a_sandboxed_tuned_run_binds_each_trials_values_in_its_servers(db, tmp_path):
+    """--tuned --sandbox: one sandboxed job per trial, its servers loaded with the trial's
+    values (words too: nothing has to batch); a trial whose value breaks the loss diverges
+    on validation and is never chosen."""
+    path = tmp_path / "scaled.py"
+    path.write_text("""
+import torch.nn.functional as F
+SEARCH_SPACE = {"scale": {"choices": ["one", "nan"]}}
+def classification_loss(logits, targets, *, scale: str = "one"):
+    return F.cross_entropy(logits, targets, reduction="none") * (1.0 if scale == "one"
+                                                                 else float("nan"))
+""")
+    res = api.run("noisy-labels", str(path), variants=["clean"], seeds=5, epochs=1,
+                  tuned=True, sandbox=True, workers=1, progress=False)
+    mine = [c for t in range(8) for c in _cells(f"1.0+e1+tuned8.t{t}")
+            if c.version.objective.slug == "scaled"]
+    by_value = {}
+    for c in mine:
+        by_value.setdefault(c.environment["tuned"]["hyperparameters"]["scale"], set()).add(
+            c.status)
+        assert "sandbox" in c.environment  # served from the sandbox
+    assert by_value == {"one": {"ok"}, "nan": {"diverged"}}
+    final = [c for c in _cells("1.0+e1+tuned8") if c.version.objective.slug == "scaled"]
+    assert len(final) == 5 and {c.status for c in final} == {"ok"}
+    assert {c.environment["tuned"]["hyperparameters"]["scale"] for c in final} == {"one"}
+    assert "sandbox" in final[0].environment
+    assert {r["objective"] for r in res.to_json()["variants"]["clean"]} == {"ce", "scaled"}

@@ -397,6 +397,35 @@ def test_per_user_cap_on_queued_cells(client_a, client_b, settings):
     assert submit(client_a, CE + "\n# v2\n", seeds=1).status_code == 302
 
 
+def test_tuned_opt_in_queues_the_tuned_tracks_final_cells_and_counts_its_search(
+        client_a, settings):
+    form = client_a.get("/submit/").content.decode()
+    assert "Also tune at equal budget" in form
+    assert "noisy-labels: 8 trials × 5 search seeds" in form and "about 9×" in form  # its cost
+    settings.MAX_QUEUED_CELLS_PER_USER = 100
+    # 7 variants × 2 seeds at defaults, the same tuned, and 7 × 8 × 5 search cells: 308
+    response = submit(client_a, seeds=2, tuned="on")
+    assert response.status_code == 200 and nothing_created()
+    assert "would queue 308 cells" in response.content.decode()
+    settings.MAX_QUEUED_CELLS_PER_USER = 400
+    assert submit(client_a, seeds=2, tuned="on").status_code == 302
+    versions = sorted(Cell.objects.values_list("suite_version", flat=True).distinct())
+    assert versions == ["1.0+e1", "1.0+e1+tuned8"]  # the search cells come with the run
+    assert Cell.objects.filter(suite_version="1.0+e1+tuned8").count() == VARIANTS * 2
+    submission = Submission.objects.get()
+    assert submission.cells.count() == VARIANTS * 4
+    state = status(client_a, submission)
+    assert state["tuned"] == ["noisy-labels"]
+    assert sum(c["tuned"] for c in state["cells"]) == VARIANTS * 2
+
+
+def test_tuned_opt_in_without_a_tunable_suite_says_which_have_one(client_a):
+    response = submit(client_a, suites=["certified"], tuned="on")
+    assert response.status_code == 200 and nothing_created()
+    assert "None of the chosen suites has a tuned protocol" in response.content.decode()
+    assert "noisy-labels, calibration" in response.content.decode()
+
+
 def test_csrf_token_is_required(alice):
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(alice)
@@ -417,7 +446,7 @@ def test_status_json_shape_and_the_page(client_a, client):
     submission = Submission.objects.get()
     state = status(client_a, submission)
     assert set(state) == {"submission", "objective", "is_owner", "finished", "total", "counts",
-                          "suites", "cells"}
+                          "suites", "cells", "tuned"}
     assert state["submission"] == submission.pk and state["is_owner"] is True
     assert state["objective"] == {"name": "my loss", "slug": "my-loss", "label": "my-loss",
                                   "url": "/objectives/my-loss/"}
@@ -429,7 +458,8 @@ def test_status_json_shape_and_the_page(client_a, client):
     assert set(cell) == {"id", "suite", "suite_version", "variant", "seed", "status", "label",
                          "reason", "reason_code", "attempts", "worker", "error", "captured",
                          "has_details", "headline", "wall_time", "progress", "eta_seconds",
-                         "group_members", "group_seconds", "time_text", "group_first"}
+                         "group_members", "group_seconds", "time_text", "group_first",
+                         "tuned"}
     assert (cell["suite"], cell["status"], cell["label"], cell["headline"]) == (
         "noisy-labels", "queued", "queued", None)
     assert (cell["attempts"], cell["worker"], cell["reason_code"], cell["error"]) == (

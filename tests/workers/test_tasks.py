@@ -287,6 +287,32 @@ def test_eager_task_trains_a_builtin_and_stores_its_cells(version, eager):
     assert Cell.objects.count() == 2 and fresh(cells)[0].attempts == 1
 
 
+def test_a_tuned_tracks_final_cells_run_the_whole_protocol_in_one_task(version, eager,
+                                                                       monkeypatch):
+    """Cells of V+tunedK: one task searches the 8 trials on the validation split (their
+    cells stored apart, unqueued), chooses, and trains the claimed final cells; its time
+    limit counts the search's members, and dispatch never splits it."""
+    monkeypatch.delenv("HARNESS_TIME_SCALE", raising=False)
+    monkeypatch.delenv("HARNESS_TIME_MARGIN", raising=False)
+    tuned = "1.0+e1+tuned8"
+    cells = make_cells(version, seeds=(0, 1), suite_version=tuned)
+    group = group_of(cells)
+    route = dispatch.route(group)
+    members = 5 + 8 * 5  # the seeds' chunk of 5, and 8 trials × 5 search seeds
+    assert route["soft_time_limit"] == SUITE.resources.wall_seconds(members) + 30
+    assert dispatch.split(group) == [group]
+    assert run_task(cells) == {"claimed": 2, "stored": 2}
+    final = fresh(cells)
+    assert {c.status for c in final} == {Cell.OK}
+    chosen = final[0].environment["tuned"]["trial"]
+    assert {c.environment["tuned"]["trial"] for c in final} == {chosen}
+    searched = Cell.objects.filter(suite_version__startswith=tuned + ".t")
+    assert searched.count() == 8 * 5 and {c.environment["split"] for c in searched} == {
+        "validation"}
+    assert set(searched.values_list("seed", flat=True)) == set(SUITE.tuning.search_seeds)
+    assert run_task(cells) == {"claimed": 0, "stored": 0}  # a redelivery does nothing
+
+
 @pytest.mark.slow
 def test_eager_dispatch_end_to_end_through_the_status_page(version, eager, settings):
     settings.HARNESS_EXECUTOR = "tasks.dispatch:enqueue"

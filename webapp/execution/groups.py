@@ -20,7 +20,7 @@ from django.db.models import Q
 
 from harness.contract.registry import suite_at
 from harness.contract.suite import CellResult, Suite
-from harness.runner.group import Group, run_group
+from harness.runner.group import Group, is_tuned_final, run_group, run_tuned_group
 from harness.storage import store
 from harness.storage.models import Cell, ObjectiveVersion
 from webapp import verification
@@ -122,6 +122,7 @@ class GroupRun:
         variants, seeds = self.members()
         version = self.version
         device = device or device_for(self.suite, variants)
+        tuned = is_tuned_final(self.group.suite_version)
         with Heartbeat(self.claimed, cells=len(variants) * len(seeds)) as beat:
             # from a thread of its own: a long call into the trainer must not stop the beat
             beat.start_thread()
@@ -129,16 +130,35 @@ class GroupRun:
                 with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
                     path = Path(tmp) / code_filename(version.objective.slug)
                     path.write_text(version.code, encoding="utf-8")
-                    results = run_group(self._to_run(str(path), variants, seeds),
-                                        device=device, threads=training_threads(),
-                                        progress=beat.advance)
+                    group = self._to_run(str(path), variants, seeds)
+                    results = (self._tuned(run_tuned_group, group, device, beat) if tuned
+                               else run_group(group, device=device, threads=training_threads(),
+                                              progress=beat.advance))
                     for r in results:
                         r.error = scrub_paths(scrub_paths(r.error, Path(tmp).resolve()), tmp)
             else:
                 group = self._to_run(code_filename(version.objective.slug), variants, seeds,
                                      sandboxed=True, source=version.code)
-                results = _sandboxed(group, device, beat)
+                results = _sandboxed(group, device, beat, self._tuned if tuned else None)
         return results
+
+    def _tuned(self, run: Any, group: Group, device: str, beat: Heartbeat) -> list[CellResult]:
+        """The tuned protocol for the group's final cells (``V+tunedK``): every trial's
+        search cells stored as they come back (outside the claim: nobody queues them, and
+        storing one twice replaces it), the final cells returned for the claimed store."""
+        from harness.contract.registry import suite_at
+        from harness.runner.environment import environment
+
+        base = suite_at(group.suite, group.suite_version.rpartition("+tuned")[0])
+        env = environment(device)
+        final = []
+        for tuned in run(group, device=device, threads=training_threads(),
+                         heartbeat=beat.beat, progress=beat.advance):
+            for index, cells in tuned.searched.items():
+                retry_db(lambda i=index, c=cells: store.store_results(
+                    self.version, base.trial(i), c, env))
+            final += tuned.final
+        return final
 
     def _to_run(self, objective: str, variants: list[str], seeds: list[int],
                 **sandboxed: Any) -> Group:
@@ -178,10 +198,14 @@ class GroupRun:
         return store.release(store.held(self.claimed))
 
 
-def _sandboxed(group: Group, device: str, beat: Heartbeat) -> list[CellResult]:
-    """A submitted objective's cells, trained in the sandbox and judged here; a failure of
-    the sandbox itself (not of the objective) is an infrastructure error, retried."""
+def _sandboxed(group: Group, device: str, beat: Heartbeat,
+               tuned: Any = None) -> list[CellResult]:
+    """A submitted objective's cells, trained in the sandbox and judged here (``tuned``:
+    through the tuned protocol, :meth:`GroupRun._tuned`); a failure of the sandbox itself
+    (not of the objective) is an infrastructure error, retried."""
     try:
+        if tuned is not None:
+            return tuned(run_tuned_group, group, device, beat)
         return run_group(group, device=device, threads=training_threads(), heartbeat=beat.beat,
                          progress=beat.advance)
     except DB_ERRORS:

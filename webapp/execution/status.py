@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from harness.contract.registry import get_suite
 from harness.contract.suite import REASONS, Suite
+from harness.runner.group import is_tuned_final
 from harness.storage.models import Cell, Submission
 
 STATUS_LABELS = {Cell.QUEUED: "queued", Cell.RUNNING: "running", Cell.OK: "done",
@@ -29,7 +30,7 @@ def run_state(submission: Submission, viewer) -> dict:
     from harness.storage.models import Metric
 
     owner = viewer.is_authenticated and viewer.pk == submission.owner_id
-    cells = list(submission.cells.order_by("suite", "variant", "seed"))
+    cells = list(submission.cells.order_by("suite", "suite_version", "variant", "seed"))
     headlines = {name: _suite_or_none(name) for name in {c.suite for c in cells}}
     values = dict(((cell_id, name), value) for cell_id, name, value in
                   Metric.objects.filter(cell__in=cells, name__in={
@@ -45,6 +46,7 @@ def run_state(submission: Submission, viewer) -> dict:
         details = bool(c.error or c.captured)
         rows.append({
             "id": c.pk, "suite": c.suite, "suite_version": c.suite_version,
+            "tuned": is_tuned_final(c.suite_version),  # its search's cells come with it
             "variant": c.variant, "seed": c.seed, "status": c.status,
             "label": STATUS_LABELS[c.status], "reason": reason_text(c, owner),
             "reason_code": c.reason or None,
@@ -72,6 +74,7 @@ def run_state(submission: Submission, viewer) -> dict:
         "counts": counts,
         "suites": [{"name": name, "url": reverse("suite", args=[name])}
                    for name in submission.suites],
+        "tuned": sorted({c.suite for c in cells if is_tuned_final(c.suite_version)}),
         "cells": rows,
     }
 
