@@ -79,6 +79,16 @@ def rng(seed: int, purpose: str, *extra: str | int) -> np.random.Generator:
     return np.random.default_rng(stream_seed(seed, purpose, *extra))
 
 
+def validation_rows(n: int, share: float) -> tuple[np.ndarray, np.ndarray]:
+    """The training rows a tuned run's search trains on and the ``share`` it validates on
+    (a fixed draw per data set size, the same for every suite), both sorted."""
+    import numpy as np
+
+    generator = rng(0, ORDER, "validation-split", n)
+    held = np.sort(generator.permutation(n)[:max(1, round(share * n))])
+    return np.setdiff1d(np.arange(n), held), held
+
+
 def _word(x: str | int) -> int:
     # Ints are hashed too: a raw int is ambiguous (SeedSequence ignores trailing zero
     # words, so (..., 0) equalled (...), and splits ints >= 2**32 into two words).

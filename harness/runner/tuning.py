@@ -94,9 +94,9 @@ def search(suite: Suite, objective: Any, variant: str, trials: list[Trial], *,
     seeds = list(_tuning(suite).search_seeds)
     jobs = steps.prepare(searching, [suite.variant(variant)], seeds, data_root=data_root,
                          download=download)
-    if len(jobs) != 1 or not steps.member_inputs:
+    if len(jobs) != 1 or not (steps.member_inputs or steps.member_plan):
         raise ValueError(f"suite {suite.name!r}: its pipeline does not declare a tuned "
-                         f"search (Pipeline.member_inputs)")
+                         f"search (Pipeline.member_inputs, member_plan)")
     job = repeated(jobs[0], steps, trials, suite.settings)
     start = time.monotonic()
     output = train_safely(steps, searching, objective, job.inputs, job.plan, device=device,

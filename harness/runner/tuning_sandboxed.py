@@ -89,9 +89,9 @@ def _search(suite: Suite, code: str, filename: str, hyperparameters: Mapping[str
     searching = suite.trial(None)
     jobs = steps.prepare(searching, [suite.variant(variant)], seeds, data_root=data_root,
                          download=False)
-    if len(jobs) != 1 or not steps.member_inputs:
+    if len(jobs) != 1 or not (steps.member_inputs or steps.member_plan):
         raise ValueError(f"suite {suite.name!r}: its pipeline does not declare a tuned "
-                         f"search (Pipeline.member_inputs)")
+                         f"search (Pipeline.member_inputs, member_plan)")
     job = repeated(jobs[0], steps, [trial], suite.settings)
     per_member = {k: v for k, v in job.plan["per_member"].items() if k != "hyper"}
     job = replace(job, plan={**job.plan, "per_member": per_member})  # bound at load

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -50,17 +51,26 @@ log = logging.getLogger(__name__)
 
 
 class Certified(Pipeline):
+    member_plan = ("seeds",)  # a tuned run's trials repeat them
+
     def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
                 data_root: str | None = None, download: bool = False) -> list[Job]:
         """One job per variant: training data and unlabeled test inputs; test labels stay
-        here."""
+        here. A tuned run's search (``validation_share`` in the settings) trains on the
+        training set less a validation split and is judged on that split, as the test set
+        is judged otherwise."""
         datasets: dict[str, Dataset] = {}
         jobs = []
+        share = suite.settings.get("validation_share")
         for variant in variants:
             name = variant.config["dataset"]
             if name not in datasets:
                 datasets[name] = load_dataset(name, data_root, download)
             data = datasets[name]
+            if share:
+                kept, held = seeding.validation_rows(len(data.y_train), share)
+                data = replace(data, x_train=data.x_train[kept], y_train=data.y_train[kept],
+                               x_test=data.x_train[held], y_test=data.y_train[held])
             jobs.append(Job([(variant.name, s) for s in seeds],
                             {"x_train": data.x_train, "y_train": data.y_train,
                              "x_eval": data.x_test},

@@ -82,7 +82,7 @@ class NoisyLabels(Pipeline):
         label is drawn on the whole training set, as the default run draws it, then split:
         a row's noisy label is the same in the search as in the final run (human labels
         such as CIFAR-10N's stay aligned with their rows)."""
-        kept, held = validation_rows(len(data.y_train), share)
+        kept, held = seeding.validation_rows(len(data.y_train), share)
         noisy = np.stack([noisy_labels(data, variant, s, root, salt=salt)[kept]
                           for s in seeds])
         held_labels = noisy_labels(data, variant, 0, root,
@@ -221,14 +221,6 @@ def noisy_labels(data: Dataset, variant: Variant, seed: int,
         path = Path(data_root(root)) / "CIFAR-10_human.pt"
         return load_cifar10n_labels(path, rate, expected_len=len(y)).astype(np.int64)
     raise ValueError(f"unknown noise kind {kind!r}")
-
-
-def validation_rows(n: int, share: float) -> tuple[np.ndarray, np.ndarray]:
-    """The training rows a tuned run's search trains on and the ``share`` it validates on
-    (a fixed draw per data set size), both sorted."""
-    rng = seeding.rng(0, seeding.ORDER, "validation-split", n)
-    held = np.sort(rng.permutation(n)[:max(1, round(share * n))])
-    return np.setdiff1d(np.arange(n), held), held
 
 
 def _noise_salt(suite: Suite, variant: Variant) -> str:

@@ -80,7 +80,8 @@ def test_selection_is_the_best_mean_with_every_seed_ok():
 
 def test_the_search_never_sees_the_test_set():
     from harness.contract.registry import pipeline
-    from suites.noisy_labels.pipeline import load_dataset, noisy_labels, validation_rows
+    from harness.contract.seeding import validation_rows
+    from suites.noisy_labels.pipeline import load_dataset, noisy_labels
 
     suite = get_suite("noisy-labels")
     variant = suite.variant("sym-0.4")
@@ -100,6 +101,28 @@ def test_the_search_never_sees_the_test_set():
     assert 0.25 < (part.y_test != data.y_train[held]).mean() < 0.55
     [again] = pipeline(suite).prepare(suite.trial(None), [variant], [1000, 1001])
     assert np.array_equal(part.y_test, again.private.y_test)
+
+
+def test_certifieds_search_validates_on_training_rows_with_their_own_labels():
+    from harness.contract.registry import pipeline
+    from harness.contract.seeding import validation_rows
+    from suites.certified.data import load_dataset
+
+    suite = get_suite("certified")
+    data = load_dataset("digits", None, False)
+    [job] = pipeline(suite).prepare(suite.trial(None), [suite.variant("eps-0.1")], [1000])
+    kept, held = validation_rows(len(data.y_train), 0.1)
+    assert np.array_equal(job.private.x_test, data.x_train[held])
+    assert np.array_equal(job.private.y_test, data.y_train[held])  # certified: no label noise
+    assert np.array_equal(job.inputs["x_train"], data.x_train[kept])
+    assert np.array_equal(job.inputs["x_eval"], data.x_train[held])
+    [default] = pipeline(suite).prepare(suite, [suite.variant("eps-0.1")], [0])
+    assert np.array_equal(default.private.x_test, data.x_test)  # the default run: untouched
+    # the lifted classification losses (the reference ce among them) are tuned here too
+    from harness.objectives.loading import load_objective
+    from harness.tuned_run import check_tunable
+
+    check_tunable(suite, [load_objective("ce"), load_objective("ibp")], False, None)
 
 
 @pytest.mark.parametrize("version, message", [

@@ -420,10 +420,13 @@ def test_tuned_opt_in_queues_the_tuned_tracks_final_cells_and_counts_its_search(
 
 
 def test_tuned_opt_in_without_a_tunable_suite_says_which_have_one(client_a):
-    response = submit(client_a, suites=["certified"], tuned="on")
+    entropy = ("def tta_loss(logits):\n"
+               "    logp = logits.log_softmax(-1)\n"
+               "    return -(logp.exp() * logp).sum(-1)\n")
+    response = submit(client_a, entropy, suites=["tta"], tuned="on")
     assert response.status_code == 200 and nothing_created()
     assert "None of the chosen suites has a tuned protocol" in response.content.decode()
-    assert "noisy-labels, calibration" in response.content.decode()
+    assert "noisy-labels, certified, calibration" in response.content.decode()
 
 
 def test_csrf_token_is_required(alice):
