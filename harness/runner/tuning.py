@@ -80,6 +80,13 @@ def choose(suite: Suite, searched: Mapping[int, list[CellResult]]) -> int | None
     return best
 
 
+def nothing_chosen(variant: str, seeds: list[int]) -> list[CellResult]:
+    """The final cells when every trial diverged or failed: the objective's failure."""
+    return [CellResult(variant, s, "failed", error="every trial of the tuned search "
+                       "diverged or failed on the validation split: nothing to choose",
+                       reason="objective") for s in seeds]
+
+
 def search(suite: Suite, objective: Any, variant: str, trials: list[Trial], *,
            device: str = "cpu", mode: str = "auto", data_root: str | None = None,
            download: bool = False) -> dict[int, list[CellResult]]:
@@ -157,9 +164,7 @@ def tune(suite_name: str, suite_version: str, spec: str, overrides: dict[str, An
     searched = search(suite, objective, variant, trials, **run)
     chosen = choose(suite, searched)
     if chosen is None:
-        final = [CellResult(variant, s, "failed", error="every trial of the tuned search "
-                            "diverged or failed on the validation split: nothing to choose",
-                            reason="objective") for s in seeds]
+        final = nothing_chosen(variant, seeds)
     else:
         trial = trials[chosen]
         tuned_objective = load_objective(spec, {**overrides, **trial.hyperparameters})

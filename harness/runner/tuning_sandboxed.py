@@ -19,7 +19,14 @@ from typing import Any
 
 from harness.contract.chunks import Chunk
 from harness.contract.suite import CellResult, Suite
-from harness.runner.tuning import Trial, Tuned, choose, repeated, trials_for
+from harness.runner.tuning import (
+    Trial,
+    Tuned,
+    choose,
+    nothing_chosen,
+    repeated,
+    trials_for,
+)
 
 
 def tune_sandboxed(suite: Suite, code: str, filename: str, overrides: Mapping[str, Any],
@@ -59,9 +66,7 @@ def tune_sandboxed(suite: Suite, code: str, filename: str, overrides: Mapping[st
                                                   "split": "validation"}) for c in cells]
     chosen = choose(suite, searched)
     if chosen is None:
-        final = [CellResult(variant, s, "failed", error="every trial of the tuned search "
-                            "diverged or failed on the validation split: nothing to choose",
-                            reason="objective") for s in seeds]
+        final = nothing_chosen(variant, seeds)
     else:
         trial = trials[chosen]
         final = run_cells_sandboxed(
