@@ -120,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also run every suite's baselines where not stored, so the ranks "
                            "are among all of them (the default ranks among those stored)")
     prof.add_argument("--json", action="store_true", help="print the profile as JSON")
+    prof.add_argument("--tuned", action="store_true",
+                      help="the tuned track: on the suites with a tuned protocol, the "
+                           "objective and each reference tuned with the same budget, the "
+                           "aggregate over those suites (docs/tuning.md)")
     _training(prof)
     prof.set_defaults(func=cmd_profile)
 
@@ -254,7 +258,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             args.objective, suites=args.suites, seeds=args.seeds,
             hyperparameters=parse_assignments(args.overrides), baselines=args.baselines,
             epochs=args.epochs, device=args.device, sandbox=args.sandbox, workers=args.workers,
-            progress=False if args.json else "terminal",
+            tuned=args.tuned, progress=False if args.json else "terminal",
             say=lambda message: _say(message, args))
     except ObjectiveError as exc:
         return _fail(exc.message)

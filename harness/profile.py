@@ -25,7 +25,7 @@ def profile(objective: str | os.PathLike | Callable[..., Any], *,
             seeds: int | Iterable[int] = 5, hyperparameters: Mapping[str, Any] | None = None,
             hook: str | None = None, baselines: bool = False, epochs: int | None = None,
             device: str = "cpu", mode: str = "auto", sandbox: bool = False,
-            workers: int | None = None,
+            workers: int | None = None, tuned: bool = False,
             progress: str | bool = "auto", say: Callable[[str], None] = print) -> Profile:
     """The objective on every suite it fits (whose hooks it defines or lifts; ``suites``
     narrows them), on each suite's ranked variants: trains the cells not yet stored (its
@@ -34,7 +34,10 @@ def profile(objective: str | os.PathLike | Callable[..., Any], *,
     improvement over the reference with its CI and verdict, the normalized score and the
     rank among the suite's stored baselines, and the aggregate score. Interrupted, the
     finished groups stay stored (:class:`Interrupted`). ``epochs``: a shortened smoke
-    run of every suite, stored apart (suite version V+eN)."""
+    run of every suite, stored apart (suite version V+eN). ``tuned``: the tuned track
+    instead (docs/tuning.md): on the fitting suites with a tuned protocol only, the
+    objective and the references tuned with the suite's budget, the aggregate over those
+    (the profile names its track)."""
     from harness.api import (
         HarnessError,
         _load_all,
@@ -63,6 +66,8 @@ def profile(objective: str | os.PathLike | Callable[..., Any], *,
         raise HarnessError(f"{obj.name} defines {', '.join(obj.hooks) or 'no hook'}, which no "
                            f"suite runs (hooks: {', '.join(hooks())})")
     seed_list = _seed_list(seeds)
+    if tuned:
+        fitting = _tunable(fitting, obj)
     plans = []
     for suite in fitting:
         names = [suite.reference] + ([b for b in suite.baselines if b != suite.reference]
@@ -72,12 +77,35 @@ def profile(objective: str | os.PathLike | Callable[..., Any], *,
                            [obj, *(load_objective(n) for n in others)],
                            suite.ranked_variants, seed_list))
     setup()
-    versions = _train(plans, device=device, mode=mode, sandbox=sandbox, workers=workers,
-                      progress=progress, say=say)
+    if tuned:
+        from harness.tuned_run import check_tunable, tune_plans
+
+        for plan in plans:
+            check_tunable(plan.suite, plan.loaded, sandbox, None)
+        versions = tune_plans(plans, device=device, mode=mode, sandbox=sandbox,
+                              workers=workers, say=say)
+        fitting = [s.tuned() for s in fitting]
+    else:
+        versions = _train(plans, device=device, mode=mode, sandbox=sandbox, workers=workers,
+                          progress=progress, say=say)
     from webapp.leaderboard.crosssuite import profile_table
 
     mine = versions[0][0]
-    return Profile(profile_table(mine.objective.slug, label=mine.label, suites=fitting))
+    payload = profile_table(mine.objective.slug, label=mine.label, suites=fitting)
+    return Profile({**payload, "track": "tuned" if tuned else "defaults"})
+
+
+def _tunable(fitting: list[Any], obj: Any) -> list[Any]:
+    """The suites of ``fitting`` with a tuned protocol; none is an error that names them."""
+    from harness.api import HarnessError
+    from harness.contract.registry import all_suites
+
+    tunable = [s for s in fitting if s.tuning is not None]
+    if not tunable:
+        raise HarnessError(f"{obj.name}: none of {', '.join(s.name for s in fitting)} has a "
+                           f"tuned protocol (suites with one: "
+                           f"{', '.join(s.name for s in all_suites() if s.tuning)})")
+    return tunable
 
 
 VERDICT_MARKS = {"better": "▲ better", "worse": "▼ worse", "not resolved": "≈ not resolved",
@@ -95,7 +123,8 @@ class Profile:
 
     def __repr__(self) -> str:
         names = ", ".join(s["suite"] for s in self.payload["suites"])
-        return f"<Profile {self.label} on {names}>"
+        track = " (tuned track)" if self.payload.get("track") == "tuned" else ""
+        return f"<Profile {self.label} on {names}{track}>"
 
     def to_json(self) -> dict:
         return self.payload

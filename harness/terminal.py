@@ -98,7 +98,10 @@ def render_profile(payload: dict) -> None:
 
     console = Console(width=None if sys.stdout.isatty() else 140)
     label = shown(payload["label"] or payload["slug"])
-    table = Table(title=f"{label} across suites", title_justify="left", header_style="bold")
+    track = " — tuned track (every objective tuned with the same budget)" if payload.get(
+        "track") == "tuned" else ""
+    table = Table(title=f"{label} across suites{track}", title_justify="left",
+                  header_style="bold")
     for name, justify in (("suite", "left"), ("better than the reference [95% CI]", "right"),
                           ("verdict", "left"), ("resolves", "right"),
                           ("score [95% CI]", "right"), ("rank among baselines", "right")):

@@ -116,3 +116,15 @@ def tune_one(group: Any, options: dict[str, Any]) -> Any:
 
     (tuned,) = run_tuned_group(group, **options)
     return tuned
+
+
+def tune_plans(plans: list[Any], *, device: str, mode: str, sandbox: bool,
+               workers: int | None, say: Callable[[str], None]) -> list[list[Any]]:
+    """Each plan (:class:`harness.api._Plan`) on its suite's tuned track, pairs not stored
+    tuned and stored; per plan its objectives' stored versions (``harness profile
+    --tuned``)."""
+    from harness.api import _device
+
+    options = {"device": _device(device), "mode": mode, "data_root": None, "download": False}
+    return [_tune(p.suite, p.specs, p.loaded, p.variants, p.seeds, workers=workers,
+                  force=False, options=options, say=say, sandbox=sandbox) for p in plans]

@@ -185,3 +185,20 @@ def classification_loss(logits, targets, *, scale: str = "one"):
     assert {c.environment["tuned"]["hyperparameters"]["scale"] for c in final} == {"one"}
     assert "sandbox" in final[0].environment
     assert {r["objective"] for r in res.to_json()["variants"]["clean"]} == {"ce", "scaled"}
+
+
+def test_a_tuned_profile_scores_the_tuned_tracks_and_names_them(db):
+    """``harness profile X --tuned``: the objective and the reference tuned on the fitting
+    suites with a tuned protocol, the aggregate over those, the track named."""
+    p = api.profile("gce", suites=["noisy-labels"], seeds=5, epochs=1, tuned=True,
+                    workers=1, progress=False, say=lambda _: None)
+    assert p.payload["track"] == "tuned" and "(tuned track)" in repr(p)
+    [entry] = p.payload["suites"]
+    assert entry["suite"] == "noisy-labels" and entry["status"] == "scored"
+    assert p.aggregate is not None and p.aggregate["suites"] == ["noisy-labels"]
+    finals = _cells("1.0+e1+tuned8")
+    assert {c.version.objective.slug for c in finals} == {"ce", "gce"}
+    assert {c.variant for c in finals} == set(get_suite("noisy-labels").ranked_variants)
+    assert not _cells("1.0+e1")  # nothing on the defaults' track
+    with pytest.raises(api.HarnessError, match="has a tuned protocol"):
+        api.profile("tent", suites=["tta"], tuned=True, progress=False)
