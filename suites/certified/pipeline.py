@@ -29,7 +29,14 @@ from harness.contract.outputs import check_array, diverged_in, diverged_out, par
 from harness.contract.pipeline import Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.objectives.loading import LoadedObjective
-from harness.train import ObjectiveRuntimeError, Shuffled, predict, stacked_init, train_members
+from harness.train import (
+    ObjectiveRuntimeError,
+    Shuffled,
+    per_member_of,
+    predict,
+    stacked_init,
+    train_members,
+)
 from suites.certified.attack import PGDConfig
 from suites.certified.data import Box, Dataset, load_dataset
 from suites.certified.evaluation import (
@@ -110,7 +117,7 @@ class Certified(Pipeline):
             Shuffled(seeds, config.batch_size, config.epochs,
                      shared={"x": torch.from_numpy(data.x_train)}, own={"y": labels}),
             config, mode=mode, device=device, cells_done=progress,
-            evaluate=lambda p: predict(net.train, p, x_eval))
+            evaluate=lambda p: predict(net.train, p, x_eval), per_member=per_member_of(plan))
         arrays = params_out(trained.params)
         arrays.update({"eval_predictions": trained.evaluations.numpy(),
                        "loss_curve": trained.loss_curve.numpy(),

@@ -119,6 +119,8 @@ def member_loss(net: Net, objective: LoadedObjective, training: Training, schedu
         eps = schedule.eps(progress)
         logits, stats = net.forward(p, xb)
         context: dict[str, Any] = {"progress": progress, "state": state, "index": index}
+        if "hyper" in batch:  # a tuned run's trial: this member's own hyperparameters
+            context["hyper"] = batch["hyper"]
         if training.kind == "natural":
             return with_state(hook, logits, yb, **context)
         plain = net.fold(p, stats)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness import api
-from harness.contract.registry import get_suite, suite_at
+from harness.contract.registry import all_suites, get_suite, suite_at
 from harness.contract.suite import CellResult
 from harness.runner.tuning import choose
 
@@ -202,3 +202,30 @@ def test_a_tuned_profile_scores_the_tuned_tracks_and_names_them(db):
     assert not _cells("1.0+e1")  # nothing on the defaults' track
     with pytest.raises(api.HarnessError, match="has a tuned protocol"):
         api.profile("tent", suites=["tta"], tuned=True, progress=False)
+
+
+@pytest.mark.parametrize("name", [s.name for s in all_suites() if s.tuning is not None])
+def test_every_tunable_suite_trains_each_member_with_its_trials_values(name):
+    """A suite whose trainer dropped ``plan["per_member"]`` would train every trial alike
+    (certified did: 8 trials, one validation score). Three members of one seed: a second
+    learning rate, and a second value of the objective's own hyperparameter, each change
+    the trained weights."""
+    import torch
+
+    from harness.contract.outputs import PARAM
+    from harness.contract.registry import pipeline
+    from harness.objectives.loading import load_objective
+    from harness.runner.tuning import Trial, repeated
+
+    suite = get_suite(name).shortened(1)
+    steps, searching = pipeline(suite), suite.trial(None)
+    [job] = steps.prepare(searching, [suite.variant(suite.ranked_variants[0])], [1000])
+    trials = [Trial(0, {"lr": 0.05}, {"q": 0.7}), Trial(1, {"lr": 0.002}, {"q": 0.7}),
+              Trial(2, {"lr": 0.05}, {"q": 0.2})]
+    job = repeated(job, steps, trials, suite.settings)
+    out = steps.train(searching, load_objective("gce"), dict(job.inputs), dict(job.plan))
+    weights = torch.cat([torch.as_tensor(v).flatten(1) for k, v in sorted(out.arrays.items())
+                         if k.startswith(PARAM)], 1)
+    assert weights.shape[0] == 3
+    assert not torch.equal(weights[0], weights[1])  # the learning rate reached the optimizer
+    assert not torch.equal(weights[0], weights[2])  # q reached the loss
