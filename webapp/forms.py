@@ -331,7 +331,8 @@ class SubmissionForm(forms.Form):
             defaults={"code": loaded.source, "code_sha256": loaded.code_sha256,
                       "hyperparameters": dict(loaded.hyperparameters), "label": loaded.label})
         submission = Submission.objects.create(
-            owner=self.user, version=version, suites=[s.name for s, _, _ in self.plan],
+            owner=self.user, version=version,
+            suites=list(dict.fromkeys(s.name for s, _, _ in self.plan)),  # tuned: listed once
             seeds=data["seeds"])
         cells = []
         for suite, variants, seeds in self.plan:

@@ -415,7 +415,7 @@ def test_tuned_opt_in_queues_the_tuned_tracks_final_cells_and_counts_its_search(
     submission = Submission.objects.get()
     assert submission.cells.count() == VARIANTS * 4
     state = status(client_a, submission)
-    assert state["tuned"] == ["noisy-labels"]
+    assert state["tuned"] == ["noisy-labels"] and submission.suites == ["noisy-labels"]
     assert sum(c["tuned"] for c in state["cells"]) == VARIANTS * 2
 
 
