@@ -113,7 +113,10 @@ def train_members(
             progress = step / total
             if step_fn is not None:
                 try:
-                    snapshot = state.clone() if step == 0 and mode == "auto" else None
+                    # a tuned run's hyperparameters are tensors: a hook may branch on one
+                    # late (after a warm-up), so such a run may fall back at any step
+                    snapshot = state.clone() if mode == "auto" and (
+                        step == 0 or hyper) else None
                     losses = step_fn(params, batch, state, progress)
                 except Exception as exc:
                     if snapshot is None:

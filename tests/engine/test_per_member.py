@@ -129,6 +129,22 @@ def test_a_hook_that_branches_on_a_hyperparameter_falls_back_to_the_loop(data):
     torch.testing.assert_close(looped.params["0.weight"][2:4], ce_like.params["0.weight"])
 
 
+def test_a_branch_on_a_hyperparameter_after_a_warm_up_falls_back_where_it_is_met(data):
+    """The branch is first met in the second epoch (certified's fast_ibp meets its ``λ``
+    only once ε > 0): the run falls back there, and its numbers are the loop's."""
+    late = HYPER_LOSS.replace(
+        "def classification_loss(logits, targets, *, q: float = 0.7):",
+        "def classification_loss(logits, targets, *, progress, q: float = 0.7):").replace(
+        "    return (1 - p ** q) / q",
+        "    if progress > 0.5 and q > 0.5:\n        return -p.log()\n"
+        "    return (1 - p ** q) / q")
+    looped = _trials(data, TRIALS, source=late)
+    assert looped.mode == "loop" and looped.fallback_reason
+    reference = _trials(data, TRIALS, mode="loop", source=late)
+    for name, value in looped.params.items():
+        torch.testing.assert_close(value, reference.params[name])
+
+
 def test_per_member_settings_are_checked():
     from harness.train.config import PerMember
 
