@@ -63,8 +63,7 @@ def suite_summary(suite: Suite | str) -> dict:
     Student-t CI over paired seeds (seeds with values for both on every covered
     variant), ``distinguishable`` (paired t-test, Holm-corrected over the page's rows),
     ``normalized`` = mean over covered variants of the anchored headline mean,
-    ``by_variant`` = per-variant normalized means.
-    """
+    ``by_variant`` = per-variant normalized means."""
     state = state_of(suite_of(suite))
     summary = summaries([state])[state.suite.name]
     return {k: x for k, x in summary.items() if k != "_basis"}
@@ -127,8 +126,7 @@ def home_table(*, suite: str | None = None, kind: str = "all",
     objective is ranked on (``coverage``), with its interval; ``rank`` (with its interval
     and ``tied``) is among the rows of the same coverage, computed before the ``kind``
     filter, so a filtered view keeps the global ranks. The ranked table is cached as a
-    whole (one tally query, one read).
-    """
+    whole (one tally query, one read)."""
     return home_view(suite=suite, kind=kind, track=track).payload()
 
 
@@ -145,8 +143,7 @@ def visible_rows(rows: list[dict], *, kind: str = "all", limit: int | None = Non
 
 def export_tables(suite: Suite | str, variant: str | None = None,
                   track: str | None = None) -> tuple[Suite, list[dict]]:
-    """The tables an export covers: one variant, or every default variant with results,
-    on the track asked."""
+    """An export's tables, on ``track``: one variant, or every default one with results."""
     suite = suite_of(suite, track)
     if variant is not None:
         variant_of(suite, variant)
@@ -154,7 +151,7 @@ def export_tables(suite: Suite | str, variant: str | None = None,
 
 
 def table_page(suite: Suite, variants: list[str] | None = None,
-                   window: slice = slice(None)) -> tuple[list[str], list[dict]]:
+               window: slice = slice(None)) -> tuple[list[str], list[dict]]:
     """``variants`` (default: the default variants with results) and the tables of those in
     ``window``: only these are read from the cache or built."""
     state = state_of(suite)
