@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from harness.runner.inprocess import run_cells
+from tests.web.test_tuned_track import tuned_cells  # noqa: F401 - a fixture used below
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
@@ -490,3 +491,21 @@ def test_tables_fit_at_1280_px_and_scroll_with_their_names_in_view_on_a_phone(br
         page.goto(live_server.url + path)
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 390, path
     phone.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("tuned_cells")
+def test_the_tuned_tracks_plots_render_and_its_pages_are_accessible(page):
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{page.base}/suites/noisy-labels/?variant=sym-0.4&track=tuned")
+    for plot in ("budget-data", "sensitivity-data-0"):
+        page.wait_for_selector(f"#{plot}-plot[data-rendered='true']")
+    curves = page.evaluate("() => document.getElementById('budget-data-plot').data"
+                           ".filter(t => t.name).map(t => [t.name, t.x.length])")
+    assert sorted(curves) == [["ce", 8], ["gce", 8]]  # a curve per objective, 1…k trials
+    assert_accessible(page)
+    page.goto(f"{page.base}/objectives/gce/?track=tuned")
+    page.wait_for_selector("#tuning-noisy-labels")
+    assert_accessible(page)
+    assert errors == []
