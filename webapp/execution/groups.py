@@ -144,8 +144,9 @@ class GroupRun:
 
     def _tuned(self, run: Any, group: Group, device: str, beat: Heartbeat) -> list[CellResult]:
         """The tuned protocol for the group's final cells (``V+tunedK``): every trial's
-        search cells stored as they come back (outside the claim: nobody queues them, and
-        storing one twice replaces it), the final cells returned for the claimed store."""
+        search cells stored once the protocol returns (outside the claim: nobody queues
+        them, and storing one twice replaces it), the final cells returned for the claimed
+        store."""
         from harness.contract.registry import suite_at
         from harness.runner.environment import environment
 
