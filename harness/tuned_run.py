@@ -1,7 +1,7 @@
 """``harness run suite NAME --tuned`` (``api.run(..., tuned=True)``): the tuned protocol
 (:mod:`harness.runner.tuning`) for every (objective, variant) whose final cells are not
-stored yet, over the worker processes, each trial's search cells and the final cells
-stored as they come back."""
+stored yet, over the worker processes; each trial's search cells and the final cells are
+stored once every pair is done (an interrupted run keeps none of this run's pairs)."""
 
 from __future__ import annotations
 
