@@ -1,7 +1,7 @@
 """``harness run suite NAME --tuned`` (``api.run(..., tuned=True)``): the tuned protocol
 (:mod:`harness.runner.tuning`) for every (objective, variant) whose final cells are not
-stored yet, over the worker processes; each trial's search cells and the final cells are
-stored once every pair is done (an interrupted run keeps none of this run's pairs)."""
+stored yet, over the worker processes, each pair's trial cells and final cells stored as
+it ends (an interrupted run keeps the pairs that ended)."""
 
 from __future__ import annotations
 
@@ -96,8 +96,9 @@ def _tune(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str]
         f"chosen trial on {len(seeds)} seeds")
     env = environment(options.get("device", "cpu"))
     workers = workers_for_caller(workers or default_workers(), say)
-    for (version, label, _), tuned in zip(calls, map_in_workers(
-            tune_one, [c[2] for c in calls], workers=workers), strict=True):
+
+    def stored(i: int, tuned: Any) -> None:  # each pair as it ends: Ctrl-C keeps those
+        version, label, _ = calls[i]
         for index, cells in tuned.searched.items():
             store.store_results(version, suite.trial(index), cells, env)
         store.store_results(version, final, tuned.final, env)
@@ -107,6 +108,14 @@ def _tune(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str]
                     **tuned.trials[tuned.chosen].settings,
                     **tuned.trials[tuned.chosen].hyperparameters}.items()))
         say(f"{label} on {tuned.variant}: {chosen} ({tuned.wall_time:.0f} s)")
+
+    try:
+        map_in_workers(tune_one, [c[2] for c in calls], workers=workers, on_result=stored)
+    except KeyboardInterrupt:
+        from harness.api import Interrupted
+
+        say("interrupted: the pairs already tuned are stored; the others were discarded")
+        raise Interrupted() from None
     return versions
 
 

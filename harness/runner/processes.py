@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
 from pathlib import Path
 from typing import Any
 
@@ -150,12 +150,20 @@ def run_groups(groups: list[Group], *, workers: int, options: Mapping[str, Any],
         shutil.rmtree(memo, ignore_errors=True)
 
 
-def map_in_workers(fn: Callable[..., Any], calls: list[tuple], *, workers: int) -> list[Any]:
+def map_in_workers(fn: Callable[..., Any], calls: list[tuple], *, workers: int,
+                   on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
     """``[fn(*args) for args in calls]`` over up to ``workers`` one-thread processes forked
-    like the trainers (``fn`` must be importable by name). Ctrl-C kills them all."""
+    like the trainers (``fn`` must be importable by name). Ctrl-C kills them all.
+    ``on_result(i, result)`` is called here as each call ends, so a caller can keep what
+    finished before an interrupt."""
     threads = threads_per_worker()
     if workers <= 1 or len(calls) <= 1:
-        return [fn(*args) for args in calls]
+        results = []
+        for i, args in enumerate(calls):
+            results.append(fn(*args))
+            if on_result is not None:
+                on_result(i, results[-1])
+        return results
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
     messages = context.Queue()
@@ -163,6 +171,10 @@ def map_in_workers(fn: Callable[..., Any], calls: list[tuple], *, workers: int) 
                                initializer=_start_worker, initargs=(messages, threads, os.getpid()))
     try:
         futures = [pool.submit(fn, *args) for args in calls]
+        if on_result is not None:
+            index = {f: i for i, f in enumerate(futures)}
+            for done in as_completed(futures):
+                on_result(index[done], done.result())
         results = [f.result() for f in futures]
         pool.shutdown()
         return results

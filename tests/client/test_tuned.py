@@ -229,3 +229,25 @@ def test_every_tunable_suite_trains_each_member_with_its_trials_values(name):
     assert weights.shape[0] == 3
     assert not torch.equal(weights[0], weights[1])  # the learning rate reached the optimizer
     assert not torch.equal(weights[0], weights[2])  # q reached the loss
+
+
+def test_an_interrupted_tuned_run_keeps_the_pairs_that_ended(db, monkeypatch):
+    from harness import tuned_run
+
+    real, calls = tuned_run.tune_one, []
+
+    def second_interrupted(group, options):  # Ctrl-C while the second pair trains
+        calls.append(group.objective)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(group, options)
+
+    monkeypatch.setattr(tuned_run, "tune_one", second_interrupted)
+    notes = []
+    with pytest.raises(api.Interrupted):
+        api.run("noisy-labels", "mae", variants=["sym-0.4"], seeds=5, epochs=1, tuned=True,
+                workers=1, progress=False, say=notes.append)
+    finals = _cells("1.0+e1+tuned8")
+    assert {c.version.objective.slug for c in finals} == {"ce"} and len(finals) == 5
+    assert len(_cells("1.0+e1+tuned8.t0")) == 5  # its trials too
+    assert any(n.startswith("interrupted: the pairs already tuned are stored") for n in notes)
