@@ -255,6 +255,22 @@ class SubmissionForm(forms.Form):
                 self.add_error("tuned", "None of the chosen suites has a tuned protocol "
                                f"(those with one: {', '.join(_tunable())}).")
                 return
+            hooks = self.objective.hooks  # the protocol tunes training, not post-hoc maps
+            tunable = [n for n in tunable if any(
+                h in hooks for h in (supported[n].hooks[0], *supported[n].lifts))]
+            if not tunable:
+                self.add_error("tuned", "The tuned track tunes training objectives; this one "
+                               f"defines {', '.join(hooks)}, which trains nothing to tune.")
+                return
+            space = self.objective.search_space
+            set_here = [k for k in (data.get("hyperparameters") or {})
+                        if k in space and "fixed" not in space[k]]
+            if set_here:
+                self.add_error("hyperparameters", f"{', '.join(set_here)}: the tuned track "
+                               f"tunes {'these' if len(set_here) > 1 else 'this'} (the "
+                               f"objective's SEARCH_SPACE); leave it unset, or untick the "
+                               f"tuned track.")
+                return
             # public variants only: a tuned run is no way to probe the held-out ones
             self.plan += [(configured(supported[n]).tuned(),
                            list(supported[n].default_variants), seeds) for n in tunable]

@@ -1,4 +1,6 @@
-"""Browser tests: headless Chromium (Debian's) driven by Playwright against a live server
+"""Over 500 lines on purpose: every page a newcomer meets, in one browser session.
+
+Browser tests: headless Chromium (Debian's) driven by Playwright against a live server
 on the real PostgreSQL, with the in-process runner training submissions for real."""
 
 from __future__ import annotations

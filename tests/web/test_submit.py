@@ -427,6 +427,17 @@ def test_tuned_opt_in_without_a_tunable_suite_says_which_have_one(client_a):
     assert response.status_code == 200 and nothing_created()
     assert "None of the chosen suites has a tuned protocol" in response.content.decode()
     assert "noisy-labels, certified, calibration" in response.content.decode()
+    # a post-hoc calibrator trains nothing: there is nothing to tune
+    identity = ("def posthoc_calibration(val_logits, val_targets, test_logits):\n"
+                "    return test_logits.softmax(-1)\n")
+    response = submit(client_a, identity, suites=["calibration"], tuned="on")
+    assert response.status_code == 200 and nothing_created()
+    assert "tunes training objectives" in response.content.decode()
+    # a value set for what the track tunes would be dropped by every trial: said, not done
+    tuned_q = "SEARCH_SPACE = {'q': {'low': 0.5, 'high': 2.0}}\n" + CE
+    response = submit(client_a, tuned_q, hyperparameters="q=0.7", tuned="on")
+    assert response.status_code == 200 and nothing_created()
+    assert "q: the tuned track tunes this" in response.content.decode()
 
 
 def test_csrf_token_is_required(alice):

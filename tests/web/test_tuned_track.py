@@ -109,7 +109,9 @@ def test_the_home_board_scores_either_track_and_names_it(tuned_cells):
 
 
 def test_the_objective_page_takes_the_track_and_shows_what_tuning_gained(tuned_cells):
+    first = Client().get("/objectives/gce/").content.decode()  # cached first: no leak
     html = Client().get("/objectives/gce/", {"track": "tuned"}).content.decode()
+    assert "tuning-noisy-labels" not in first and "tuning-noisy-labels" in html
     table = html[html.index('id="tuning-noisy-labels"'):]
     table = table[:table.index("</table>")]
     # gce: defaults 76.4% over seeds 0..4, tuned 79.2%, the paired gain +2.8 pp, trial 5
@@ -142,4 +144,6 @@ def test_exports_and_the_api_give_the_track_asked(tuned_cells):
                                                        "variant": "sym-0.4"}).json()
     assert detail["suite"]["version"] == SUITE.tuned().version
     assert Client().get("/api/scores", {"track": "best"}).status_code == 400
+    for url in ("/export/noisy-labels/csv", "/export/scores.csv"):
+        assert Client().get(url, {"track": "best"}).status_code == 404
     assert Client().get("/api/suites/tta", {"track": "tuned"}).status_code == 404

@@ -144,18 +144,25 @@ class GroupRun:
 
     def _tuned(self, run: Any, group: Group, device: str, beat: Heartbeat) -> list[CellResult]:
         """The tuned protocol for the group's final cells (``V+tunedK``): every trial's
-        search cells stored once the protocol returns (outside the claim: nobody queues
-        them, and storing one twice replaces it), the final cells returned for the claimed
-        store."""
+        search cells stored once the protocol returns, while this worker still holds some
+        of the final cells (nobody queues the search cells, so no claim fences them; a worker
+        whose cells were taken from it writes nothing), the final cells returned for the
+        claimed store."""
         from harness.contract.registry import suite_at
         from harness.runner.environment import environment
 
         base = suite_at(group.suite, group.suite_version.rpartition("+tuned")[0])
         env = environment(device)
+        where = None if group.sandboxed else Path(group.objective).parent  # a built-in's tmp
         final = []
         for tuned in run(group, device=device, threads=training_threads(),
                          heartbeat=beat.beat, progress=beat.advance):
+            if not retry_db(lambda: Cell.objects.filter(store.held(self.claimed)).exists()):
+                continue
             for index, cells in tuned.searched.items():
+                if where is not None:
+                    for c in cells:
+                        c.error = scrub_paths(scrub_paths(c.error, where.resolve()), where)
                 retry_db(lambda i=index, c=cells: store.store_results(
                     self.version, base.trial(i), c, env))
             final += tuned.final
