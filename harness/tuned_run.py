@@ -23,11 +23,11 @@ def check_tunable(suite: Suite, loaded: list[Any], sandbox: bool,
     if factorial is not None:
         raise HarnessError("a tuned run chooses settings; a factorial run varies the seeds' "
                            "sources at fixed settings: drop --factorial")
-    training = (suite.hooks[0], *suite.lifts)  # a lifted hook trains too (certified's CE)
-    untrained = [o.name for o in loaded if not any(h in o.hooks for h in training)]
-    if untrained:
+    untrained = [o.name for o in loaded if not suite.trains(o.hooks)]
+    if untrained:  # a lifted hook trains too (certified's CE)
         raise HarnessError(f"the tuned protocol tunes training objectives "
-                           f"({' or '.join(training)}); not: {', '.join(untrained)}")
+                           f"({' or '.join((suite.hooks[0], *suite.lifts))}); not: "
+                           f"{', '.join(untrained)}")
     for o in loaded:
         served = sandbox and o.origin != "builtin"  # the servers bind each trial's values
         words = [] if served else [

@@ -78,8 +78,7 @@ def _members(group: QueuedGroup) -> int:
         suite = suite_at(group.suite, group.suite_version)
         members = members_trained(suite, group.variants, group.seeds)
         if is_tuned_final(group.suite_version) and suite.tuning is not None:
-            t = suite.tuning
-            members += len(group.variants) * t.k * len(t.search_seeds)
+            members += len(group.variants) * suite.tuning.search_members
         return members
     except (LookupError, KeyError):  # the task fails its cells with a clear message
         return len(group.seeds) * len(group.variants)

@@ -31,7 +31,7 @@ def longest_hard_limit(suites: list[Suite], members: int = MAX_GROUP_SEEDS) -> f
     """The longest hard limit of a task: a tuned track's (never split) trains its search's
     k × search seeds members besides its cells."""
     return max((time_limits(s.resources, members + (
-        s.tuning.k * len(s.tuning.search_seeds) if s.tuning is not None else 0))[1]
+        s.tuning.search_members if s.tuning is not None else 0))[1]
         for s in suites), default=0.0)
 
 

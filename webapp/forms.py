@@ -67,8 +67,8 @@ def _tuned_help() -> str:
         t = get_suite(name).tuning
         parts.append(f"{name}: {t.k} trials × {len(t.search_seeds)} search seeds on a "
                      f"validation split, then the chosen trial on your seeds (with 5 seeds, "
-                     f"{t.k * len(t.search_seeds) + 5} trainings per variant against 5: "
-                     f"about {(t.k * len(t.search_seeds) + 5) / 5:.0f}× the default run)")
+                     f"{t.search_members + 5} trainings per variant against 5: "
+                     f"about {(t.search_members + 5) / 5:.0f}× the default run)")
     return ("Besides the defaults, tune the objective's declared SEARCH_SPACE and the "
             "suite's learning rate and weight decay with the same budget every objective "
             "gets, on the suites with a tuned protocol (the others run at defaults only). "
@@ -256,8 +256,7 @@ class SubmissionForm(forms.Form):
                                f"(those with one: {', '.join(_tunable())}).")
                 return
             hooks = self.objective.hooks  # the protocol tunes training, not post-hoc maps
-            tunable = [n for n in tunable if any(
-                h in hooks for h in (supported[n].hooks[0], *supported[n].lifts))]
+            tunable = [n for n in tunable if supported[n].trains(hooks)]
             if not tunable:
                 self.add_error("tuned", "The tuned track tunes training objectives; this one "
                                f"defines {', '.join(hooks)}, which trains nothing to tune.")
@@ -303,8 +302,7 @@ class SubmissionForm(forms.Form):
         total = 0
         for suite, variants, seeds in self.plan:
             # a tuned track's final cells also store every trial's search cells
-            search = (suite.tuning.k * len(suite.tuning.search_seeds)
-                      if is_tuned_final(suite.version) else 0)
+            search = suite.tuning.search_members if is_tuned_final(suite.version) else 0
             for variant in variants:
                 kept = 0 if version is None else (
                     Cell.objects.filter(version=version, suite=suite.name,

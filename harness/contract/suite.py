@@ -228,6 +228,11 @@ class Tuning:
     metric: str = ""
     search_seeds: tuple[int, ...] = (1000, 1001, 1002, 1003, 1004)
 
+    @property
+    def search_members(self) -> int:
+        """Members the search trains per (objective, variant): k trials × search seeds."""
+        return self.k * len(self.search_seeds)
+
     def dimensions(self) -> tuple[Any, ...]:
         from harness.objectives.search import parse
 
@@ -442,6 +447,11 @@ class Suite:
     def supports(self, hooks: Iterable[str]) -> bool:
         """Whether an objective defining ``hooks`` can be run by this suite."""
         return bool(set(self.accepted_hooks) & set(hooks))
+
+    def trains(self, hooks: Iterable[str]) -> bool:
+        """Whether an objective defining ``hooks`` trains here (the suite's first hook or
+        one it lifts), so the tuned protocol has something to tune: not a post-hoc map."""
+        return bool({self.hooks[0], *self.lifts} & set(hooks))
 
     # --- variants ---
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 from django.db.models import Count
 
-from harness.contract.registry import all_suites
 from harness.contract.suite import Suite
 from harness.report import aggregate, stats
 from harness.report.tables import CellRow, Memo, TableRow, variant_tables, worst_variant
@@ -31,7 +30,14 @@ from harness.storage import store
 from harness.storage.models import Cell, Metric, Objective, ObjectiveVersion
 from webapp.leaderboard import cache
 from webapp.leaderboard.comparisons import comparisons
-from webapp.leaderboard.lookup import KINDS, check_kind, suite_meta, suite_of, variant_of
+from webapp.leaderboard.lookup import (
+    KINDS,
+    check_kind,
+    suite_meta,
+    suite_of,
+    suites_on,
+    variant_of,
+)
 from webapp.leaderboard.pieces import headline_values
 from webapp.leaderboard.state import SuiteState, resolve, state_of, states_of, versions_key
 
@@ -108,13 +114,7 @@ def home_view(*, suite: str | None = None, kind: str = "all",
     """``track="tuned"``: the board over the suites' tuned tracks (only suites with a tuned
     protocol: the score is then over those, and the page says so)."""
     check_kind(kind)
-    if suite:
-        suites = [suite_of(suite, track)]
-    else:
-        suites = all_suites() if track in (None, "", "defaults") else [
-            suite_of(s, track) for s in all_suites() if s.tuning is not None]
-        if track not in (None, "", "defaults", "tuned"):
-            suite_of(all_suites()[0], track)  # the same clear error as a suite page's
+    suites = [suite_of(suite, track)] if suite else suites_on(track)
     return HomeView(states_of(suites), suite, kind)
 
 

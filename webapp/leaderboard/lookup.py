@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from harness.contract.registry import get_suite, suite_names
+from harness.contract.registry import all_suites, get_suite, suite_names
 from harness.contract.suite import Suite, Variant
 
 KINDS = ("all", "builtin", "submitted")
@@ -33,6 +33,16 @@ def suite_of(suite: Suite | str, track: str | None = None) -> Suite:
     if suite.tuning is None:
         raise NotFound(f"the {suite.name} suite has no tuned track (docs/tuning.md)")
     return suite.tuned()
+
+
+def suites_on(track: str | None = None) -> list[Suite]:
+    """Every suite on the default track, or (``track="tuned"``) the tuned track of each
+    suite that has one; an unknown track is :class:`NotFound`."""
+    if track in (None, "", "defaults"):
+        return all_suites()
+    if track != "tuned":
+        raise NotFound(f"no track {track!r} (tracks: defaults, tuned)")
+    return [suite_of(s, track) for s in all_suites() if s.tuning is not None]
 
 
 def variant_of(suite: Suite, name: str) -> Variant:

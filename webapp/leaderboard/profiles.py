@@ -21,7 +21,7 @@ from webapp.leaderboard.boards import (
     variant_tables_cached,
 )
 from webapp.leaderboard.crosssuite import profile_table
-from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of
+from webapp.leaderboard.lookup import NotFound, suite_meta, suite_of, suites_on
 from webapp.leaderboard.pieces import headline_pieces, headline_values
 from webapp.leaderboard.state import SuiteState, states_of
 
@@ -96,11 +96,7 @@ def objective_view(slug: str, viewer=None, *, curves: str | Mapping[str, str] | 
     track, or (``track="tuned"``) over the suites' tuned tracks (suites with a tuned
     protocol only). Raises :class:`NotFound` for an unknown objective or track, or an
     objective the viewer may not see."""
-    track = track or "defaults"
-    if track not in ("defaults", "tuned"):
-        suite_of(all_suites()[0], track)  # the suite page's clear error
-    suites = all_suites() if track == "defaults" else [
-        suite_of(s, track) for s in all_suites() if s.tuning is not None]
+    suites = suites_on(track)
     try:
         obj = Objective.objects.select_related("owner").get(slug=slug)
     except Objective.DoesNotExist:
@@ -110,7 +106,7 @@ def objective_view(slug: str, viewer=None, *, curves: str | Mapping[str, str] | 
     versions = list(obj.versions.order_by("-created", "-id"))
     mine = bool(viewer is not None and getattr(viewer, "is_authenticated", False)
                 and obj.owner_id is not None and viewer.pk == obj.owner_id)
-    return ObjectiveView(obj, versions, mine, states_of(suites), curves, track)
+    return ObjectiveView(obj, versions, mine, states_of(suites), curves, track or "defaults")
 
 
 def objective_profile(slug: str, viewer=None, *,
