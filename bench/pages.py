@@ -129,9 +129,24 @@ def _admin(url: str, sql: str) -> None:
         conn.execute(sql)
 
 
+def drop_database(url: str, name: str, tries: int = 20) -> None:
+    """DROP ... WITH (FORCE), retried: an autovacuum worker in the database refuses a
+    non-superuser's FORCE ("must be a member of the role ..."), and it ends in moments."""
+    import psycopg
+
+    for attempt in range(tries):
+        try:
+            _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.5)
+
+
 def setup(args: argparse.Namespace) -> None:
     """Fresh database, Django configured on it, migrated; the synthetic suite registered."""
-    _admin(args.admin_url, f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+    drop_database(args.admin_url, args.database)
     _admin(args.admin_url, f'CREATE DATABASE "{args.database}"')
     os.environ["DATABASE_URL"] = _with_db(args.admin_url, args.database)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -605,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
             from django.db import connections
 
             connections.close_all()
-            _admin(args.admin_url, f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+            drop_database(args.admin_url, args.database)
     result["wall_s"] = time.perf_counter() - started
     print_report(result)
     print(f"\ntotal {result['wall_s']:.0f} s")
