@@ -75,7 +75,7 @@ def profile(objective: str | os.PathLike | Callable[..., Any], *,
         others = [n for n in names if n != obj.name or obj.origin != "builtin"]
         loaded = [load_objective(n) for n in others]
         if tuned:  # post-hoc calibrators train nothing: the tuned track has nothing to tune
-            kept = [i for i, o in enumerate(loaded) if suite.trains(o.hooks)]
+            kept = [i for i, o in enumerate(loaded) if suite.tunes(o.hooks)]
             others, loaded = [others[i] for i in kept], [loaded[i] for i in kept]
         plans.append(_Plan(suite, [spec, *others], [obj, *loaded],
                            suite.ranked_variants, seed_list))

@@ -255,8 +255,9 @@ def render_tuning(suite: Suite, report: Mapping[str, list[dict]]) -> None:
     k = suite.tuning.k
     budgets = [n for n in (1, 2, 4, 8, 16, 32) if n <= k]
     for variant, rows in report.items():
-        title = (f"{suite.name} {variant} · tuned at k={k}: the trial chosen on the "
-                 f"validation split ({metric.name} there), and what tuning gained")
+        title = (f"{suite.name} {variant} · tuned at k={k}: the trial chosen on "
+                 f"{suite.tuning.validation_text} ({metric.name} there), and what tuning "
+                 f"gained")
         table = Table(title=title, title_justify="left", header_style="bold")
         table.add_column("objective")
         table.add_column("chosen trial")

@@ -23,14 +23,17 @@ def check_tunable(suite: Suite, loaded: list[Any], sandbox: bool,
     if factorial is not None:
         raise HarnessError("a tuned run chooses settings; a factorial run varies the seeds' "
                            "sources at fixed settings: drop --factorial")
-    untrained = [o.name for o in loaded if not suite.trains(o.hooks)]
+    untrained = [o.name for o in loaded if not suite.tunes(o.hooks)]
     if untrained:  # a lifted hook trains too (certified's CE)
-        raise HarnessError(f"the tuned protocol tunes training objectives "
-                           f"({' or '.join((suite.hooks[0], *suite.lifts))}); not: "
-                           f"{', '.join(untrained)}")
+        named = suite.tuning.hooks or (suite.hooks[0], *suite.lifts)
+        raise HarnessError(f"the tuned protocol on {suite.name} tunes objectives defining "
+                           f"{' or '.join(named)}; not: {', '.join(untrained)}")
+    from harness.contract.registry import pipeline
+
+    binds = pipeline(suite).binds_choices
     for o in loaded:
         served = sandbox and o.origin != "builtin"  # the servers bind each trial's values
-        words = [] if served else [
+        words = [] if served or binds else [
             d.name for d in o.dimensions if d.kind == "choice" and not all(
                 isinstance(c, int | float) and not isinstance(c, bool) for c in d.choices)]
         if words:  # the trials train as one batch: only numbers differ between members
@@ -92,7 +95,8 @@ def _tune(suite: Suite, specs: list[str], loaded: list[Any], variants: list[str]
         return versions
     k = suite.tuning.k
     say(f"tuning {len(calls)} (objective, variant) pair{'s' * (len(calls) > 1)}: {k} trials × "
-        f"{len(suite.tuning.search_seeds)} search seeds each on a validation split, then the "
+        f"{len(suite.tuning.search_seeds)} search seeds each on {suite.tuning.validation_text}, "
+        f"then the "
         f"chosen trial on {len(seeds)} seeds")
     env = environment(options.get("device", "cpu"))
     workers = workers_for_caller(workers or default_workers(), say)

@@ -65,8 +65,8 @@ def _tuned_help() -> str:
     parts = []
     for name in _tunable():
         t = get_suite(name).tuning
-        parts.append(f"{name}: {t.k} trials × {len(t.search_seeds)} search seeds on a "
-                     f"validation split, then the chosen trial on your seeds (with 5 seeds, "
+        parts.append(f"{name}: {t.k} trials × {len(t.search_seeds)} search seeds on "
+                     f"{t.validation_text}, then the chosen trial on your seeds (with 5 seeds, "
                      f"{t.search_members + 5} trainings per variant against 5: "
                      f"about {(t.search_members + 5) / 5:.0f}× the default run)")
     return ("Besides the defaults, tune the objective's declared SEARCH_SPACE and the "
@@ -256,10 +256,11 @@ class SubmissionForm(forms.Form):
                                f"(those with one: {', '.join(_tunable())}).")
                 return
             hooks = self.objective.hooks  # the protocol tunes training, not post-hoc maps
-            tunable = [n for n in tunable if supported[n].trains(hooks)]
+            tunable = [n for n in tunable if supported[n].tunes(hooks)]
             if not tunable:
                 self.add_error("tuned", "The tuned track tunes training objectives; this one "
-                               f"defines {', '.join(hooks)}, which trains nothing to tune.")
+                               f"defines {', '.join(hooks)}, which trains nothing to tune "
+                               "on the chosen suites.")
                 return
             space = self.objective.search_space
             set_here = [k for k in (data.get("hyperparameters") or {})

@@ -218,6 +218,7 @@ def _tuning_section(suite: Suite, variant: str, table: dict) -> dict | None:
         s["id"] = f"sensitivity-data-{i}"
     metric = suite.tuning.metric or suite.headline
     return {"rows": rows, "k": suite.tuning.k, "selection": suite.tuning.selection,
+            "validation": suite.tuning.validation_text,
             "metric": metric, "metric_spec": suite.metric(metric).to_json(),
             "budgets": budgets, "plots": plots}
 

@@ -173,8 +173,15 @@ def _check_tuning(s: Suite, fail: Any) -> None:
              "batched run share their optimizer kind)")
     if not isinstance(t.k, int) or isinstance(t.k, bool) or t.k < 2:
         fail(f"tuning.k is a budget of at least 2 trials, got {t.k!r}")
-    if not 0 < t.validation_share < 0.5:
+    if t.validation_share is None:
+        if not t.validation:
+            fail("tuning.validation must name the validation data when validation_share "
+                 "is None (the suite's pipeline supplies it)")
+    elif not 0 < t.validation_share < 0.5:
         fail(f"tuning.validation_share must lie in (0, 0.5), got {t.validation_share!r}")
+    unknown = [h for h in t.hooks if h not in s.hooks]
+    if unknown:
+        fail(f"tuning.hooks: {', '.join(unknown)} not hooks of this suite")
     if not t.selection:
         fail("tuning.selection must say how a trial is chosen (the pages show it)")
 

@@ -66,11 +66,15 @@ class TrainOutput:
 class Pipeline(ABC):
     """prepare → train → judge for one suite (see the module docstring)."""
 
-    # A tuned run (harness/tuning.py) trains each of a job's members once per trial: the
-    # inputs and plan entries that hold one row per member, which it repeats per trial.
-    # () = the suite has no tuned protocol.
+    # A tuned run (harness/runner/tuning.py) trains each of a job's members once per
+    # trial: the inputs (a trailing "*" names a prefix) and plan entries that hold one row
+    # per member, which it repeats per trial; a Job.private with per-member rows repeats
+    # them in its own ``repeated(k)``. () = the suite has no tuned protocol.
     member_inputs: tuple[str, ...] = ()
     member_plan: tuple[str, ...] = ()
+    # whether train() binds each member's own hyperparameter values whatever they are
+    # (looping where non-numbers differ); False: only numbers may differ between members
+    binds_choices: bool = False
 
     @abstractmethod
     def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,

@@ -215,18 +215,32 @@ class Tuning:
     the one quasi-random sampler (settings first, the objective's hyperparameters after,
     ``seed`` fixing the scrambling); the validation split trials are chosen on, drawn from
     the variant's training data (``validation_share`` of it, with the labels a practitioner
-    has: noisy ones under label noise), never the test set; ``selection`` says in words
-    how a trial is chosen, for the pages; ``metric`` the metric it is chosen by, measured on
-    the validation split (the headline when empty); ``search_seeds`` the seeds each trial
-    trains (a whole member chunk), apart from the final evaluation's."""
+    has: noisy ones under label noise), never the test set, or, with ``validation_share``
+    None, validation data of the suite's own that ``validation`` names (tta: corruptions
+    the benchmark never streams); ``selection`` says in words how a trial is chosen, for
+    the pages; ``metric`` the metric it is chosen by, measured on the validation data (the
+    headline when empty); ``search_seeds`` the seeds each trial trains (a whole member
+    chunk), apart from the final evaluation's; ``hooks`` the hooks an objective needs for
+    the protocol to have something to tune (empty: the suite's training hook and those it
+    lifts). A search's pipeline sees ``settings["searching"] = True``."""
 
     space: Mapping[str, Mapping[str, Any]]
     k: int = 8
-    validation_share: float = 0.1
+    validation_share: float | None = 0.1
     selection: str = ""
     seed: int = 0
     metric: str = ""
     search_seeds: tuple[int, ...] = (1000, 1001, 1002, 1003, 1004)
+    validation: str = ""
+    hooks: tuple[str, ...] = ()
+
+    @property
+    def validation_text(self) -> str:
+        """What trials are judged on, in words (the pages, the CLI, the form)."""
+        if self.validation:
+            return self.validation
+        return (f"a validation split ({self.validation_share:.0%}) drawn from the training "
+                f"data")
 
     @property
     def search_members(self) -> int:
@@ -448,10 +462,12 @@ class Suite:
         """Whether an objective defining ``hooks`` can be run by this suite."""
         return bool(set(self.accepted_hooks) & set(hooks))
 
-    def trains(self, hooks: Iterable[str]) -> bool:
-        """Whether an objective defining ``hooks`` trains here (the suite's first hook or
-        one it lifts), so the tuned protocol has something to tune: not a post-hoc map."""
-        return bool({self.hooks[0], *self.lifts} & set(hooks))
+    def tunes(self, hooks: Iterable[str]) -> bool:
+        """Whether the tuned protocol has something to tune for an objective defining
+        ``hooks``: the suite's training hook or one it lifts (not a post-hoc map), or a
+        hook its ``Tuning.hooks`` names."""
+        named = self.tuning.hooks if self.tuning is not None else ()
+        return bool(set(named or (self.hooks[0], *self.lifts)) & set(hooks))
 
     # --- variants ---
 
@@ -533,7 +549,9 @@ class Suite:
         from harness.objectives.search import trials
 
         t = self._tuning()
-        settings = {**self.settings, "validation_share": t.validation_share}
+        settings = {**self.settings, "searching": True}
+        if t.validation_share is not None:
+            settings["validation_share"] = t.validation_share
         if index is None:
             return replace(self, version=f"{self.version}+tuned{t.k}.search", settings=settings)
         if not 0 <= index < t.k:

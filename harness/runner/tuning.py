@@ -127,14 +127,18 @@ def search(suite: Suite, objective: Any, variant: str, trials: list[Trial], *,
 
 def repeated(job: Any, steps: Any, trials: list[Trial], settings: Mapping[str, Any]) -> Any:
     """``job`` with its members once per trial (trial-major), the pipeline's per-member
-    inputs and plan entries repeated with them, and each member's trial settings in the
-    plan (``per_member``: learning rate, weight decay, the objective's hyperparameters)."""
+    inputs (a name ending in ``*`` names a prefix) and plan entries repeated with them, a
+    private part's per-member rows too (its ``repeated(k)``), and each member's trial
+    settings in the plan (``per_member``: learning rate, weight decay, the objective's
+    hyperparameters)."""
     import numpy as np
 
     k, m = len(trials), len(job.members)
     inputs = dict(job.inputs)
-    for name in steps.member_inputs:
-        inputs[name] = np.concatenate([job.inputs[name]] * k)
+    for name in job.inputs:  # "source.*": every input named so
+        if any(name == p or (p.endswith("*") and name.startswith(p[:-1]))
+               for p in steps.member_inputs):
+            inputs[name] = np.concatenate([job.inputs[name]] * k)
     plan = dict(job.plan)
     for name in steps.member_plan:
         plan[name] = list(job.plan[name]) * k
@@ -144,8 +148,10 @@ def repeated(job: Any, steps: Any, trials: list[Trial], settings: Mapping[str, A
         "weight_decay": [float(t.settings.get("weight_decay", settings.get("weight_decay", 0.0)))
                          for t in trials for _ in range(m)],
         "hyper": {n: [t.hyperparameters[n] for t in trials for _ in range(m)] for n in names}}
+    # a judge's private data with per-member rows repeats them itself
+    private = job.private.repeated(k) if hasattr(job.private, "repeated") else job.private
     return replace(job, members=[member for _ in trials for member in job.members],
-                   inputs=inputs, plan=plan)
+                   inputs=inputs, plan=plan, private=private)
 
 
 def tune(suite_name: str, suite_version: str, spec: str, overrides: dict[str, Any],

@@ -36,7 +36,7 @@ from torch import Tensor
 from torch.func import vmap
 
 from harness.contract.pipeline import InvalidOutput
-from harness.train import ObjectiveRuntimeError, reduce_loss
+from harness.train import ObjectiveRuntimeError, PerMember, reduce_loss
 from harness.train.loop import _describe
 from suites.tta import model as m
 
@@ -101,13 +101,20 @@ class Adapter:
 
     def __init__(self, architecture: str, source: Mapping[str, Tensor], hooks: Mapping[str, Any],
                  opts: Options, settings: Mapping[str, Any], *, mode: str = "auto",
-                 fisher_x: Tensor | None = None, batch_size: int = 64) -> None:
+                 fisher_x: Tensor | None = None, batch_size: int = 64,
+                 per_member: PerMember | None = None) -> None:
         self.arch, self.opts, self.mode = architecture, opts, mode
         self.loss, self.adjust = hooks.get(LOSS), hooks.get(ADJUST)
         self.source = {k: v.clone() for k, v in source.items()}
         self.names = m.affine_names(architecture)
         self.members = next(iter(source.values())).shape[0]
-        self.lr = float(settings["lr"])
+        # a tuned search's trials: a learning rate [M] and hyperparameter values per member
+        self.lr: float | Tensor = float(settings["lr"])
+        self.hyper: dict[str, Any] = {}
+        self.vmapped = mode != "loop"
+        self.fallback_reason = ""
+        if per_member is not None:
+            self._per_member(per_member)
         self.betas = tuple(float(b) for b in settings["betas"])
         self.eps = float(settings["adam_eps"])
         self.ema_decay = float(settings["reset_ema"])
@@ -115,10 +122,28 @@ class Adapter:
         self.wanted = set(getattr(self.loss, "context", ()) or ())
         self.fisher = (self._fisher(fisher_x, batch_size) if self.loss is not None
                        and "fisher" in self.wanted and fisher_x is not None else None)
-        self.vmapped = mode != "loop"
-        self.fallback_reason = ""
         self.params = {k: v.clone() for k, v in self.source.items()}
         self._fresh(torch.ones(self.members, dtype=torch.bool))
+
+    def _per_member(self, per_member: PerMember) -> None:
+        """Numbers become tensors ``[M]`` the vmapped loss slices; a non-number (LAME's
+        kernel) differing between members makes the loss a loop over them."""
+        if per_member.members != self.members:
+            raise ValueError(f"{self.members} members but per-member settings for "
+                             f"{per_member.members}")
+        self.lr = torch.tensor(per_member.lr, dtype=torch.float32)
+        for name, values in per_member.hyper.items():
+            if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                kind = torch.int64 if all(isinstance(v, int) for v in values) else torch.float64
+                self.hyper[name] = torch.tensor(values, dtype=kind)
+            else:
+                self.hyper[name] = list(values)
+                self.vmapped = False
+                self.fallback_reason = f"members differ in {name}, which is not a number"
+
+    def _own(self, i: int) -> dict[str, Any]:
+        """Member ``i``'s hyperparameter values (``{}`` when members share the loaded ones)."""
+        return {k: v[i] for k, v in self.hyper.items()}
 
     # --- state ---
 
@@ -153,7 +178,15 @@ class Adapter:
             return probs
         from harness.train import each_member
 
-        out = each_member(self.adjust, probs, features.detach(), progress=progress)
+        if self.hyper:
+            try:
+                out = torch.stack([self.adjust(probs[i], features[i].detach(),
+                                               progress=progress, hyper=self._own(i))
+                                   for i in range(self.members)])
+            except Exception as exc:  # the objective's own failure: a failed cell
+                raise ObjectiveRuntimeError(_describe(exc)) from exc
+        else:
+            out = each_member(self.adjust, probs, features.detach(), progress=progress)
         if not isinstance(out, Tensor) or tuple(out.shape) != tuple(probs.shape):
             got = tuple(out.shape[1:]) if isinstance(out, Tensor) else type(out).__name__
             message = (f"{ADJUST} must return probabilities of the batch's shape "
@@ -173,23 +206,23 @@ class Adapter:
         names = list(context)
         hook = self.loss
 
-        def one(z: Tensor, *values: Tensor) -> Tensor:
+        def one(z: Tensor, own: Mapping[str, Any], *values: Tensor) -> Tensor:
             ctx = dict(zip(names, values, strict=True))
             if "progress" in self.wanted:
                 ctx["progress"] = progress
-            return reduce_loss(hook(z, **ctx))
+            return reduce_loss(hook(z, **ctx, **({"hyper": own} if own else {})))
 
         if self.vmapped:
             snapshot = self.memory.clone() if self.mode == "auto" else None
             try:
-                return vmap(one)(logits, *context.values())
+                return vmap(one)(logits, self.hyper, *context.values())
             except Exception as exc:
                 if snapshot is None:
                     raise ObjectiveRuntimeError(_describe(exc)) from exc
                 self.memory.copy_(snapshot)
                 self.vmapped, self.fallback_reason = False, _describe(exc)
         try:
-            return torch.stack([one(logits[i], *(v[i] for v in context.values()))
+            return torch.stack([one(logits[i], self._own(i), *(v[i] for v in context.values()))
                                 for i in range(self.members)])
         except Exception as exc:
             raise ObjectiveRuntimeError(_describe(exc)) from exc

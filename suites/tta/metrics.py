@@ -21,7 +21,8 @@ def member_metrics(pred: np.ndarray, clean_pred: np.ndarray, p: Private,
                    i: int) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Every metric and curve of member ``i`` from its predicted classes."""
     wrong = pred != p.labels[i]
-    held = p.corruption[i] >= len(CORRUPTIONS)
+    # a tuned search's stream is all held-out corruptions: its online error is theirs
+    held = (p.corruption[i] >= len(CORRUPTIONS)) & (not p.searching)
     metrics = {"online_error": float(wrong[~held].mean()),
                "clean_error": float((clean_pred != p.clean_labels).mean())}
     if held.any():

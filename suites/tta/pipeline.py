@@ -23,7 +23,7 @@ from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.data import fixtures
 from harness.objectives.loading import LoadedObjective
-from harness.train import ObjectiveRuntimeError
+from harness.train import ObjectiveRuntimeError, per_member_of
 from suites.tta import CORRUPTIONS, HELD_OUT, SEVERITIES, streams
 from suites.tta import adapt as a
 from suites.tta.metrics import member_metrics
@@ -39,25 +39,46 @@ class Private:
     clean_labels: np.ndarray  # [N]
     batches: list[tuple[int, int]]
     fixtures: list[dict[str, str]]  # per member: fixture name -> cache key
+    searching: bool = False  # a tuned search: the stream is of held-out corruptions only
+
+    def repeated(self, k: int) -> Private:
+        """The members' rows ``k`` times over (a tuned search's trials, trial-major)."""
+        tile = lambda a: np.concatenate([a] * k)  # noqa: E731
+        return Private(tile(self.labels), tile(self.corruption), tile(self.severity),
+                       self.clean_labels, self.batches, self.fixtures * k, self.searching)
 
 
 class TestTimeAdaptation(Pipeline):
+    member_inputs, member_plan = ("where", "source.*"), ("seeds",)  # a tuned run's trials
+    binds_choices = True  # each member's own hyperparameter values, strings too (a loop)
+
     def prepare(self, suite: Suite, variants: list[Variant], seeds: list[int], *,
                 data_root: str | None = None, download: bool = False) -> list[Job]:
+        """A tuned search (``settings["searching"]``) streams each scenario over the four
+        held-out corruptions alone, which trials are chosen on; the tuned track's final
+        run leaves them out of the iid stream (they chose its settings: not held out)."""
+        searching = bool(suite.settings.get("searching"))
+        heldout = 0 if suite.track != "defaults" else len(HELD_OUT)
         jobs = []
         for variant in variants:
             config = dict(variant.config)
+            if searching and config["dataset"] != "digits":
+                raise ValueError(f"{variant.name}: a tuned search streams the held-out "
+                                 f"corruptions, which only digits-C has here")
             data = _data(suite, config, data_root, download)
             where = {"data_root": data_root, "download": download}
             models = [fixtures.load(suite, "source_model", s, data["model_config"],
                                     where=where) for s in seeds]
             made = [streams.build(config["scenario"], data["labels"],
-                                  corruptions=len(CORRUPTIONS), heldout=len(HELD_OUT), seed=s,
+                                  corruptions=len(HELD_OUT if searching else CORRUPTIONS),
+                                  heldout=0 if searching else heldout, seed=s,
                                   batch_size=int(config["batch_size"]),
                                   severity=int(suite.settings["severity"]),
                                   delta=float(suite.settings["delta"]),
                                   prior_concentration=float(suite.settings["prior_concentration"]))
                     for s in seeds]
+            if searching:
+                made = [streams.shifted(s, len(CORRUPTIONS)) for s in made]
             if any(s.batches != made[0].batches or s.resets != made[0].resets for s in made):
                 raise RuntimeError("streams of different seeds must share batch boundaries")
             domain = data["domain"]
@@ -76,7 +97,8 @@ class TestTimeAdaptation(Pipeline):
                     "batches": [list(b) for b in made[0].batches], "resets": made[0].resets}
             private = Private(np.stack([data["labels"][s.image] for s in made]), corruption,
                               severity, data["clean_labels"], made[0].batches,
-                              [{"pool": data["pool_key"], "source_model": b.key} for b in models])
+                              [{"pool": data["pool_key"], "source_model": b.key} for b in models],
+                              searching)
             jobs.append(Job([(variant.name, s) for s in seeds], inputs, plan, private))
         return jobs
 
@@ -104,7 +126,8 @@ class TestTimeAdaptation(Pipeline):
         t = lambda k: torch.from_numpy(np.ascontiguousarray(inputs[k]))  # noqa: E731
         source = {k.removeprefix("source."): t(k) for k in inputs if k.startswith("source.")}
         adapter = a.Adapter(plan["architecture"], source, hooks, opts, suite.settings,
-                            mode=mode, fisher_x=t("fisher_x"), batch_size=plan["batch_size"])
+                            mode=mode, fisher_x=t("fisher_x"), batch_size=plan["batch_size"],
+                            per_member=per_member_of(plan))
         out = a.adapt(adapter, t("pool"), t("where"), t("clean"),
                       [tuple(b) for b in plan["batches"]], list(plan["resets"]),
                       int(plan["batch_size"]), int(plan["num_classes"]), progress)

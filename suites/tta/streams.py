@@ -10,7 +10,7 @@ Orders are drawn from ``numpy.random.default_rng([seed, scenario index])``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -79,6 +79,13 @@ def build(scenario: str, labels: np.ndarray, *, corruptions: int, heldout: int, 
         stream.batches += cut
         stream.resets += [reset] + [False] * (len(cut) - 1)
         start = stop
+    return stream
+
+
+def shifted(stream: Stream, by: int) -> Stream:
+    """``stream`` with its segments' corruption indices moved by ``by``: a stream built over
+    the held-out corruptions alone (a tuned search's), which follow the benchmark's."""
+    stream.segments = [replace(g, corruption=g.corruption + by) for g in stream.segments]
     return stream
 
 

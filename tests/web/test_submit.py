@@ -420,13 +420,12 @@ def test_tuned_opt_in_queues_the_tuned_tracks_final_cells_and_counts_its_search(
 
 
 def test_tuned_opt_in_without_a_tunable_suite_says_which_have_one(client_a):
-    entropy = ("def tta_loss(logits):\n"
-               "    logp = logits.log_softmax(-1)\n"
-               "    return -(logp.exp() * logp).sum(-1)\n")
-    response = submit(client_a, entropy, suites=["tta"], tuned="on")
+    ascent = ("def unlearning_loss(forget, retain):\n"
+              "    return forget.seq_logprobs.mean()\n")
+    response = submit(client_a, ascent, suites=["unlearning-tofu"], tuned="on")
     assert response.status_code == 200 and nothing_created()
     assert "None of the chosen suites has a tuned protocol" in response.content.decode()
-    assert "noisy-labels, certified, calibration" in response.content.decode()
+    assert "noisy-labels, certified, calibration, tta" in response.content.decode()
     # a post-hoc calibrator trains nothing: there is nothing to tune
     identity = ("def posthoc_calibration(val_logits, val_targets, test_logits):\n"
                 "    return test_logits.softmax(-1)\n")

@@ -91,7 +91,8 @@ def test_the_defaults_track_links_to_the_tuned_one_and_stays_as_it_was(tuned_cel
 @pytest.mark.parametrize("query, message", [
     ({"track": "tuned"}, "has no tuned track"), ({"track": "best"}, "no track")])
 def test_a_track_that_does_not_exist_is_a_clear_404(query, message):
-    page = Client().get("/suites/tta/" if "tuned" in query.values() else "/suites/noisy-labels/",
+    page = Client().get("/suites/unlearning-tofu/" if "tuned" in query.values()
+                        else "/suites/noisy-labels/",
                         query)
     assert page.status_code == 404 and message in page.content.decode()
 
@@ -100,7 +101,7 @@ def test_the_home_board_scores_either_track_and_names_it(tuned_cells):
     tuned = Client().get("/", {"track": "tuned"}).content.decode()
     board = tuned[tuned.index('id="home-board"'):tuned.index("</table>")]
     assert "Only suites with a tuned protocol are scored here" in tuned
-    assert "/suites/noisy-labels/?track=tuned" in board and "/suites/tta/" not in board
+    assert "/suites/noisy-labels/?track=tuned" in board and "/suites/unlearning-tofu/" not in board
     assert ">ce<" in board and ">gce<" in board
     default = Client().get("/").content.decode()
     board = default[default.index('id="home-board"'):default.index("</table>")]
@@ -137,7 +138,8 @@ def test_exports_and_the_api_give_the_track_asked(tuned_cells):
     latex = Client().get("/export/noisy-labels/tex", {"track": "tuned"}).content.decode()
     assert "Tuned track" in latex and "79.2" in latex
     scores = rows("/export/scores.csv", track="tuned")
-    assert {r["track"] for r in scores} == {"tuned"} and "normalized_tta" not in scores[0]
+    assert {r["track"] for r in scores} == {"tuned"}
+    assert "normalized_unlearning-tofu" not in scores[0]
     api = Client().get("/api/scores", {"track": "tuned"}).json()
     assert api["track"] == "tuned" and {r["slug"] for r in api["rows"]} == {"ce", "gce"}
     detail = Client().get("/api/suites/noisy-labels", {"track": "tuned",
@@ -146,4 +148,4 @@ def test_exports_and_the_api_give_the_track_asked(tuned_cells):
     assert Client().get("/api/scores", {"track": "best"}).status_code == 400
     for url in ("/export/noisy-labels/csv", "/export/scores.csv"):
         assert Client().get(url, {"track": "best"}).status_code == 404
-    assert Client().get("/api/suites/tta", {"track": "tuned"}).status_code == 404
+    assert Client().get("/api/suites/unlearning-tofu", {"track": "tuned"}).status_code == 404
