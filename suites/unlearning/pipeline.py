@@ -30,7 +30,14 @@ from harness.contract.pipeline import InvalidOutput, Job, Pipeline, TrainOutput
 from harness.contract.suite import CellResult, Suite, Variant
 from harness.data import fixtures
 from harness.objectives.loading import LoadedObjective
-from harness.train import ObjectiveRuntimeError, Paired, Shuffled, TrainConfig, train_members
+from harness.train import (
+    ObjectiveRuntimeError,
+    Paired,
+    Shuffled,
+    TrainConfig,
+    per_member_of,
+    train_members,
+)
 from suites.unlearning import evaluate as ev
 from suites.unlearning.batch import lm_batch
 from suites.unlearning.data import (
@@ -70,12 +77,20 @@ class Private:
         return dataclasses.replace(self, retain=moved(self.retain),
                                    replicas=moved(self.replicas), targets=moved(self.targets))
 
+    def repeated(self, k: int) -> Private:
+        """Each seed's models ``k`` times over (a tuned search's trials, trial-major)."""
+        return dataclasses.replace(self, retain=self.retain * k, targets=self.targets * k,
+                                   fixtures=self.fixtures * k)
+
 
 def _fixture_config() -> dict[str, Any]:
     return {**MODEL, **FIXTURE_TRAINING}
 
 
 class Unlearning(Pipeline):
+    # a tuned run's trials repeat each seed's target and control vector
+    member_inputs, member_plan = ("target.*", "control_vector"), ("seeds",)
+
     def fixtures(self, suite: Suite, variants: list[Variant],
                  seeds: list[int]) -> list[tuple[str, int | None, dict[str, Any] | None]]:
         needed: list[tuple[str, int | None, dict[str, Any] | None]] = []
@@ -94,6 +109,10 @@ class Unlearning(Pipeline):
                 data_root: str | None = None, download: bool = False) -> list[Job]:
         jobs = []
         for variant in variants:
+            if _released(variant) and suite.settings.get("searching"):
+                raise ValueError(f"{variant.name}: a tuned search batches trials beside the "
+                                 f"seeds, and a released model trains one job per seed: "
+                                 f"the tuned track covers the generated-corpus variants")
             if _released(variant):
                 jobs += _released_jobs(suite, variant, seeds, data_root, download)
             else:
@@ -128,7 +147,8 @@ class Unlearning(Pipeline):
                                  {"ref": start, "control_vector": t("control_vector")})
         member_loss = _member_loss(model, hook, set(getattr(hook, "context", ()) or ()), layer)
         trained = train_members(member_loss, start, batches, config, mode=mode, device=device,
-                                cells_done=progress, keep_epoch_params=True)
+                                cells_done=progress, keep_epoch_params=True,
+                                per_member=per_member_of(plan))
         arrays = {f"params.{k}": v.numpy() for k, v in trained.epoch_params.items()}
         arrays["loss_curve"] = trained.loss_curve.numpy().astype(np.float64)
         arrays["diverged"] = np.array([-1 if d is None else d for d in trained.diverged_step],
@@ -150,6 +170,8 @@ class Unlearning(Pipeline):
         diverged = check_array(output.arrays, "diverged", (members,), "iu")
         loss = check_array(output.arrays, "loss_curve", (members, epochs), "f")
         judge = tofu_member if s["benchmark"] == "tofu" else muse_member
+        if s.get("searching"):  # a tuned search: the validation rule alone (docs/tuning.md)
+            judge = functools.partial(_validation, job)
 
         def member(i: int) -> tuple[dict[str, float], dict[str, list[float]]]:
             trajectory = [{k: torch.from_numpy(np.ascontiguousarray(v[e, i])).to(device)
@@ -163,6 +185,25 @@ class Unlearning(Pipeline):
         return cell_results(job, output, member, diverged=diverged,
                             info={"options": output.info.get("options")},
                             member_info=lambda i: {"fixtures": p.fixtures[i]})
+
+
+def _validation(job: Job, model: nn.Module, p: Private, i: int,
+                trajectory: list[dict[str, Tensor]], s: Mapping[str, Any]
+                ) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """A tuned search's score of member ``i`` (``Tuning.metric``: ``val_select``), on the
+    data the trainer was given: the length-normalised probability of the forget set after
+    the last epoch against the seed's retain model's on it (MUSE's bar), and of the retain
+    set. Reads none of the evaluation splits the final cells are judged on."""
+    from suites.unlearning.lm import score
+
+    def mean_prob(params: Mapping[str, Tensor], prefix: str) -> float:
+        enc = Encoded(*(np.asarray(job.inputs[f"{prefix}.{f}"]) for f in FIELDS))
+        return float(score(model, params, enc).normalized.mean())
+
+    forget, retain = mean_prob(trajectory[-1], "forget"), mean_prob(trajectory[-1], "retain")
+    bar = mean_prob(p.retain[i], "forget")
+    select = retain if forget <= bar else -(forget - bar)
+    return {"val_forget": forget, "val_retain": retain, "val_select": select}, {}
 
 
 # --- training -------------------------------------------------------------------------
@@ -213,6 +254,7 @@ def _member_loss(model: nn.Module, hook: Callable[..., Tensor], wanted: set[str]
         return batch, out.hidden_states[layer + 1]
 
     def member_loss(p, batch, state, progress):
+        own = {"hyper": batch["hyper"]} if "hyper" in batch else {}  # a tuned trial's
         ref = batch["const"]["ref"]
         f, r = batch["forget"], batch["retain"]
         forget, h_f = run(p, f)
@@ -232,7 +274,8 @@ def _member_loss(model: nn.Module, hook: Callable[..., Tensor], wanted: set[str]
             if "ref_idk" in wanted:
                 context["ref_idk"] = _detached(run(ref, f, "idk_")[0])
         context["control_vector"] = batch["const"]["control_vector"]
-        return hook(forget, retain, **{k: v for k, v in context.items() if k in wanted})
+        return hook(forget, retain, **{k: v for k, v in context.items() if k in wanted},
+                    **own)
 
     return member_loss
 

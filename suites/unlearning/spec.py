@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.contract.suite import Axis, CurveSpec, Fixture
+from harness.contract.suite import Axis, CurveSpec, Fixture, MetricSpec, Tuning
 from harness.objectives.spec import HookSpec
 
 # Context an ``unlearning_loss`` may name; the trainer computes only what it names.
@@ -62,3 +62,39 @@ def trajectory(name: str, label: str, unit: str = "number", log: bool = False) -
 
 
 EPOCHS_CURVE = CurveSpec("epochs", "unlearning epoch", EPOCH_AXIS, drawn=False)
+
+
+# The tuned protocol (docs/tuning.md), the same on both suites: AdamW's learning rate a
+# decade either side of the budget's 1e-3, and each objective's own declared knobs, chosen
+# by MUSE's stopping rule applied to the data an unlearner holds (the forget set it
+# unlearns, the retain set it may draw on) with the seed's retain model as the bar; never
+# the judge's evaluation splits. Two search seeds: each is two fixture models to build, and
+# a cell's training is the whole cost (TinyLMs gain nothing from stacking).
+TUNING = Tuning(
+    {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}, k=8, validation_share=None,
+    validation="the forget set the objective unlearns and the retain set it may draw on "
+               "(teacher-forced answer probability after the last epoch), against the "
+               "seed's retain model on the same forget set; never the judge's evaluation "
+               "splits",
+    selection="MUSE's rule on that data: among the trials whose forget-set probability fell "
+              "to the retain model's or below, the one that kept the most retain-set "
+              "probability; while none did, the one that came closest",
+    metric="val_select", search_seeds=(1000, 1001))
+
+VALIDATION_METRICS = (
+    MetricSpec("val_forget", "forget-set probability (tuned search)", better="lower",
+               decimals=3, short="val F",
+               description="Tuned search only: mean length-normalised probability of the "
+                           "forget set's answers (and passages) the objective unlearned, "
+                           "after its last epoch."),
+    MetricSpec("val_retain", "retain-set probability (tuned search)", better="higher",
+               decimals=3, short="val R",
+               description="Tuned search only: the same on the retain set the objective may "
+                           "draw on."),
+    MetricSpec("val_select", "MUSE's rule on the training data (tuned search)",
+               better="higher", decimals=3, short="val sel",
+               description="Tuned search only: val_retain when val_forget is at most the "
+                           "seed's retain model's on the same forget set (the bar MUSE "
+                           "stops at), else minus the gap above that bar: every trial that "
+                           "forgot ranks above every one that did not."),
+)

@@ -25,7 +25,9 @@ from suites.unlearning.spec import (
     BASELINES,
     EPOCHS_CURVE,
     SETTINGS,
+    TUNING,
     UNLEARNING_LOSS,
+    VALIDATION_METRICS,
     fixtures,
     trajectory,
 )
@@ -71,6 +73,7 @@ METRICS = (
        "gold standard; templates overlap, so it is not 0)."),
     _m("target_privleak", "target's PrivLeak", "neither", "PrivLeak(tgt)",
        "PrivLeak of the seed's target before unlearning (≫ 0: it remembers)."),
+    *VALIDATION_METRICS,  # a tuned search's, on the data an unlearner holds
 )
 
 CURVES = (
@@ -110,6 +113,7 @@ SUITE = Suite(
     baselines=BASELINES,
     reference="target",
     settings={**SETTINGS, "benchmark": "muse", "replicas": 0},
+    tuning=TUNING,
     curves=CURVES,
     scatters=(ScatterSpec(x="knowmem_retain", y="knowmem_forget"),
               ScatterSpec(x="held_back_knowmem", y="relearn_knowmem_forget")),

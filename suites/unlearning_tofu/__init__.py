@@ -25,7 +25,9 @@ from suites.unlearning.spec import (
     BASELINES,
     EPOCHS_CURVE,
     SETTINGS,
+    TUNING,
     UNLEARNING_LOSS,
+    VALIDATION_METRICS,
     fixtures,
     trajectory,
 )
@@ -87,6 +89,7 @@ METRICS = (
        "Model utility of the seed's retain model (the gold standard)."),
     _m("target_utility", "target model's utility", "neither", "MU(tgt)",
        "Model utility of the seed's target model before unlearning."),
+    *VALIDATION_METRICS,  # a tuned search's, on the data an unlearner holds
 )
 
 CURVES = (
@@ -138,6 +141,7 @@ SUITE = Suite(
     # gradient ascent against the losses that also keep the retained data
     contrasts=("target", "grad_ascent", "grad_diff", "npo"),
     settings={**SETTINGS, "benchmark": "tofu"},
+    tuning=TUNING,
     curves=CURVES,
     # the Pareto view; relearning: held-back forget probability before → after the attack
     scatters=(ScatterSpec(x="model_utility", y="log_forget_quality"),

@@ -164,7 +164,6 @@ def test_validate_reports_a_function_and_a_broken_one(tmp_path, monkeypatch):
     (lambda: api.run("noisy-labels", "gce", factorial=1), "factorial needs 2 to"),
     (lambda: api.run("calibration", "gce", factorial=2), "declares no seed streams"),
     (lambda: api.run("tta", "gce"), "but the tta suite runs only objectives defining"),
-    (lambda: api.run("unlearning-tofu", "npo", tuned=True), "declares no tuned protocol"),
     (lambda: api.run("noisy-labels", "gce", tuned=True, factorial=2), "drop --factorial"),
     (lambda: api.run("calibration", "temperature", tuned=True),
      "tunes objectives defining classification_loss; not: temperature"),
@@ -178,6 +177,14 @@ def test_bad_requests_are_clear_errors_before_anything_trains(db, call, message)
     with pytest.raises(api.HarnessError, match=message):
         call()
     assert not Cell.objects.exists()
+
+
+def test_a_tuned_run_on_a_suite_without_a_tuned_protocol_says_which_have_one(db, monkeypatch):
+    monkeypatch.setenv("HARNESS_SUITES", "tests.fake_suite")  # the one suite without one
+    with pytest.raises(api.HarnessError, match="declares no tuned protocol.*noisy-labels"):
+        api.run("fake-regression", "mse", tuned=True)
+    with pytest.raises(api.HarnessError, match="has a tuned protocol"):
+        api.profile("mse", suites=["fake-regression"], tuned=True, progress=False)
 
 
 def test_unknown_hyperparameter_is_the_loaders_error(db):

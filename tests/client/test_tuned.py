@@ -200,8 +200,6 @@ def test_a_tuned_profile_scores_the_tuned_tracks_and_names_them(db):
     assert {c.version.objective.slug for c in finals} == {"ce", "gce"}
     assert {c.variant for c in finals} == set(get_suite("noisy-labels").ranked_variants)
     assert not _cells("1.0+e1")  # nothing on the defaults' track
-    with pytest.raises(api.HarnessError, match="has a tuned protocol"):
-        api.profile("npo", suites=["unlearning-tofu"], tuned=True, progress=False)
 
 
 @pytest.mark.parametrize("name", [s.name for s in all_suites() if s.tuning is not None])
@@ -217,18 +215,27 @@ def test_every_tunable_suite_trains_each_member_with_its_trials_values(name):
     from harness.objectives.loading import load_objective
     from harness.runner.tuning import Trial, repeated
 
-    objective, knob, (a, b), (lr, lr2) = (("pseudo_label", "threshold", (0.9, 0.5), (5e-3, 1e-4))
-                                           if name == "tta" else
-                                           ("gce", "q", (0.7, 0.2), (0.05, 0.002)))
+    objective, knob, (a, b), (lr, lr2) = {
+        "tta": ("pseudo_label", "threshold", (0.9, 0.5), (5e-3, 1e-4)),
+        "unlearning-tofu": ("grad_diff", "alpha", (1.0, 5.0), (1e-3, 1e-4)),
+        "unlearning-muse": ("grad_diff", "alpha", (1.0, 5.0), (1e-3, 1e-4)),
+    }.get(name, ("gce", "q", (0.7, 0.2), (0.05, 0.002)))
     suite = get_suite(name).shortened(1)
+    if name.startswith("unlearning"):  # the suite tests' 2-epoch fixtures, built once
+        from suites.unlearning.tests.test_unlearning_suite import short
+
+        suite = short(name).shortened(1)
     steps, searching = pipeline(suite), suite.trial(None)
     [job] = steps.prepare(searching, [suite.variant(suite.ranked_variants[0])], [1000])
     trials = [Trial(0, {"lr": lr}, {knob: a}), Trial(1, {"lr": lr2}, {knob: a}),
               Trial(2, {"lr": lr}, {knob: b})]
     job = repeated(job, steps, trials, suite.settings)
     out = steps.train(searching, load_objective(objective), dict(job.inputs), dict(job.plan))
-    trained = sorted(k for k in out.arrays if k.startswith(PARAM)) or ["probs"]
-    weights = torch.cat([torch.as_tensor(out.arrays[k]).flatten(1) for k in trained], 1)
+    arrays = {k: v for k, v in out.arrays.items() if k.startswith(PARAM)}
+    if not arrays:  # unlearning: each epoch's parameters, the last one's; tta: predictions
+        arrays = ({k: v[-1] for k, v in out.arrays.items() if k.startswith("params.")}
+                  or {"probs": out.arrays["probs"]})
+    weights = torch.cat([torch.as_tensor(v).flatten(1) for _, v in sorted(arrays.items())], 1)
     assert weights.shape[0] == 3
     assert not torch.equal(weights[0], weights[1])  # the learning rate reached the optimizer
     assert not torch.equal(weights[0], weights[2])  # the knob reached the loss

@@ -419,13 +419,14 @@ def test_tuned_opt_in_queues_the_tuned_tracks_final_cells_and_counts_its_search(
     assert sum(c["tuned"] for c in state["cells"]) == VARIANTS * 2
 
 
-def test_tuned_opt_in_without_a_tunable_suite_says_which_have_one(client_a):
-    ascent = ("def unlearning_loss(forget, retain):\n"
-              "    return forget.seq_logprobs.mean()\n")
-    response = submit(client_a, ascent, suites=["unlearning-tofu"], tuned="on")
+def test_tuned_opt_in_without_a_tunable_suite_says_which_have_one(client_a, monkeypatch):
+    monkeypatch.setenv("HARNESS_SUITES", "tests.fake_suite")  # the one suite without one
+    squared = "def regression_loss(pred, target):\n    return (pred - target) ** 2\n"
+    response = submit(client_a, squared, suites=["fake-regression"], tuned="on")
     assert response.status_code == 200 and nothing_created()
     assert "None of the chosen suites has a tuned protocol" in response.content.decode()
-    assert "noisy-labels, certified, calibration, tta" in response.content.decode()
+    assert ("noisy-labels, certified, calibration, tta, unlearning-tofu, unlearning-muse"
+            in response.content.decode())
     # a post-hoc calibrator trains nothing: there is nothing to tune
     identity = ("def posthoc_calibration(val_logits, val_targets, test_logits):\n"
                 "    return test_logits.softmax(-1)\n")

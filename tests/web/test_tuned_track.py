@@ -90,11 +90,14 @@ def test_the_defaults_track_links_to_the_tuned_one_and_stays_as_it_was(tuned_cel
 
 @pytest.mark.parametrize("query, message", [
     ({"track": "tuned"}, "has no tuned track"), ({"track": "best"}, "no track")])
-def test_a_track_that_does_not_exist_is_a_clear_404(query, message):
-    page = Client().get("/suites/unlearning-tofu/" if "tuned" in query.values()
-                        else "/suites/noisy-labels/",
-                        query)
+def test_a_track_that_does_not_exist_is_a_clear_404(query, message, monkeypatch):
+    monkeypatch.setenv("HARNESS_SUITES", "tests.fake_suite")  # a suite with no tuned protocol
+    page = Client().get("/suites/fake-regression/" if "tuned" in query.values()
+                        else "/suites/noisy-labels/", query)
     assert page.status_code == 404 and message in page.content.decode()
+    if "tuned" in query.values():
+        api = Client().get("/api/suites/fake-regression", query)
+        assert api.status_code == 404
 
 
 def test_the_home_board_scores_either_track_and_names_it(tuned_cells):
@@ -148,4 +151,3 @@ def test_exports_and_the_api_give_the_track_asked(tuned_cells):
     assert Client().get("/api/scores", {"track": "best"}).status_code == 400
     for url in ("/export/noisy-labels/csv", "/export/scores.csv"):
         assert Client().get(url, {"track": "best"}).status_code == 404
-    assert Client().get("/api/suites/unlearning-tofu", {"track": "tuned"}).status_code == 404
