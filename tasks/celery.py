@@ -12,6 +12,7 @@ import os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 from celery import Celery  # noqa: E402
+from celery.signals import setup_logging  # noqa: E402
 from django.conf import settings  # noqa: E402
 from kombu import Exchange, Queue  # noqa: E402
 
@@ -65,3 +66,12 @@ def config() -> dict:
 
 app = Celery("harness", include=["tasks.tasks", "tasks.worker"])
 app.conf.update(config())
+
+
+@setup_logging.connect
+def _logging(**_: object) -> None:
+    """The web app's logging (webapp/logs.py) instead of Celery's own: stderr, the same
+    text or JSON lines (HARNESS_LOG_FORMAT), each worker line with its cells and runs."""
+    import logging.config
+
+    logging.config.dictConfig(settings.LOGGING)

@@ -96,24 +96,42 @@ def run_queued_group(self, version_id: int, suite: str, suite_version: str, vari
         return {"claimed": len(run.claimed), "stored": stored}
     except SoftTimeLimitExceeded:
         limit = (self.request.timelimit or (None, None))[1]
-        log.warning("%s ran past its soft time limit (%s s)", group, limit)
+        log.warning("%s ran past its soft time limit (%s s)", group, limit,
+                    extra=where(group))
         run.end("timeout", "wall", f"ran past the worker's time limit ({limit} s)")
         return {"claimed": len(run.claimed), "stored": 0}
     except infrastructure_errors() as exc:
         if self.request.retries >= self.max_retries:
-            log.exception("%s: giving up after %d retries", group, self.request.retries)
+            log.exception("%s: giving up after %d retries", group, self.request.retries,
+                          extra=where(group))
             run.end("failed", "infrastructure",
                     f"infrastructure error after {self.request.retries + 1} tries "
                     f"(not caused by the objective): {type(exc).__name__}")
             return {"claimed": len(run.claimed), "stored": 0}
-        log.warning("%s: %s: %s; retrying", group, type(exc).__name__, exc)
+        log.warning("%s: %s: %s; retrying", group, type(exc).__name__, exc,
+                    extra=where(group))
         kwargs = {**self.request.kwargs, "held": run.claimed or None}
         raise self.retry(exc=exc, countdown=backoff(self.request.retries),
                          kwargs=kwargs) from exc
     except Exception as exc:  # noqa: BLE001 - outside the objective: a failed result
-        log.exception("%s failed outside the objective", group)
+        log.exception("%s failed outside the objective", group, extra=where(group))
         run.fail(exc)
         return {"claimed": len(run.claimed), "stored": 0}
+
+
+def where(group) -> dict[str, list[int]]:
+    """A worker-side log line's context (``extra=``): the group's cell ids and the runs
+    (submissions) they belong to, as the text format and the JSON lines show them. Never
+    raises: the database may be what failed."""
+    try:
+        from harness.storage.models import Cell, Submission
+
+        cells = sorted(Cell.objects.filter(group.cells()).values_list("id", flat=True))
+        runs = sorted(set(Submission.objects.filter(cells__in=cells)
+                          .values_list("id", flat=True)))
+    except Exception:  # noqa: BLE001
+        return {"cells": [], "runs": []}
+    return {"cells": cells, "runs": runs}
 
 
 def _group(args, kwargs):

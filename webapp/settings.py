@@ -20,6 +20,7 @@ from harness.storage.settings import (  # noqa: F401
     TIME_ZONE,
     USE_TZ,
 )
+from webapp import logs
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -38,6 +39,7 @@ INSTALLED_APPS = [
     "webapp",
 ]
 MIDDLEWARE = [
+    "webapp.middleware.RequestIdMiddleware",  # first: every later log line carries it
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -48,6 +50,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+# Every log line to stderr with its request (or worker) context; HARNESS_LOG_FORMAT=json
+# gives one JSON object per line (webapp/logs.py).
+LOGGING = logs.config(os.environ.get("HARNESS_LOG_FORMAT", "text"),
+                      os.environ.get("HARNESS_LOG_LEVEL", "INFO"))
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"
 TEMPLATES = [{

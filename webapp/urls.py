@@ -7,6 +7,8 @@ from django.views.generic.base import RedirectView
 
 from webapp.views import accounts, pages, submit, uploads
 
+handler500 = "webapp.views.errors.server_error"  # the request id on the page
+
 urlpatterns = [
     path("", pages.home, name="home"),
     # browsers ask for /favicon.ico whatever the page says: the SVG icon, permanently
