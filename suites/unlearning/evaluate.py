@@ -142,11 +142,14 @@ def _answers(model: nn.Module, params: Mapping[str, Tensor], s: Splits,
                                                  s.max_new_tokens, s.codec.eos)]
 
 
-def truth_ratios(model: nn.Module, params: Mapping[str, Tensor], split: QASplit) -> np.ndarray:
+def truth_ratios(model: nn.Module, params: Mapping[str, Tensor], split: QASplit, *,
+                 convention: str = "tofu") -> np.ndarray:
+    """Per-question truth ratios of ``split`` (TOFU's own form unless ``convention`` says
+    open-unlearning's: :func:`suites.unlearning.metrics.truth_ratios`)."""
     assert split.perturbed is not None, "a truth ratio needs perturbed answers"
     base = score(model, params, split.base).normalized
     pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
-    return mt.truth_ratios(pert, base)
+    return mt.truth_ratios(pert, base, convention=convention)
 
 
 def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
@@ -197,17 +200,41 @@ def _utility_splits(s: Splits) -> list[tuple[str, QASplit]]:
     return [("retain", s.retain), ("wf", s.wf), ("ke", s.ke)]
 
 
-def mink_scores(model: nn.Module, params: Mapping[str, Tensor], passages: Encoded
-                ) -> np.ndarray:
-    sc = score(model, params, passages)
-    return np.array([mt.min_k_score(t, k=MIN_K) for t in sc.token_logprobs])
+def mia_scores(model: nn.Module, params: Mapping[str, Tensor], passages: Encoded,
+               codec: Codec, reference: list[np.ndarray] | None = None
+               ) -> dict[str, np.ndarray]:
+    """Every attack's score of each passage (``mt.MIA_ATTACKS``; larger = less likely),
+    from one scoring pass; ``reference``: a reference model's token log-probabilities of the
+    same passages (no reference attack without it)."""
+    sc = score(model, params, passages, vocab=True)
+    out = {"min_k": [mt.min_k_score(t, k=MIN_K) for t in sc.token_logprobs],
+           "loss": [mt.loss_score(t) for t in sc.token_logprobs],
+           "zlib": [mt.zlib_score(t, codec.decode(ids.tolist()))
+                    for t, ids in zip(sc.token_logprobs, sc.target, strict=True)],
+           "min_k_plus_plus": [mt.min_k_plus_plus_score(t, mu, var, k=MIN_K) for t, mu, var
+                               in zip(sc.token_logprobs, sc.token_mu, sc.token_var,
+                                      strict=True)]}
+    if reference is not None:
+        out["reference"] = [mt.reference_score(t, r) for t, r
+                            in zip(sc.token_logprobs, reference, strict=True)]
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def token_logprobs(model: nn.Module, params: Mapping[str, Tensor], passages: Encoded
+                   ) -> list[np.ndarray]:
+    """A (reference) model's log-probabilities of each passage's tokens."""
+    return score(model, params, passages).token_logprobs
 
 
 def muse(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
-         trajectory_point: bool = False) -> dict[str, float]:
-    """MUSE's numbers of one model (×100 ROUGE-L F1), and its Min-40% membership AUC,
-    forget passages against holdout passages (not for a ``trajectory_point``: the
-    trajectories show VerbMem and KnowMem only)."""
+         trajectory_point: bool = False,
+         reference: tuple[list[np.ndarray], list[np.ndarray]] | None = None
+         ) -> dict[str, float]:
+    """MUSE's numbers of one model (×100 ROUGE-L F1), and its membership AUCs, forget
+    passages against holdout passages: ``auc`` by Min-40% (MUSE's), ``auc_<attack>`` by the
+    rest of ``mt.MIA_ATTACKS`` (the reference attack given a reference model's token
+    log-probabilities of the forget and holdout passages). Not for a ``trajectory_point``:
+    the trajectories show VerbMem and KnowMem only."""
     assert s.verbmem is not None and s.mia_forget is not None and s.mia_holdout is not None
     gens = [s.codec.decode(g) for g in generate(model, params, s.verbmem.prompts,
                                                  s.verbmem_new_tokens, s.codec.eos)]
@@ -222,8 +249,13 @@ def muse(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
     # The membership AUC: P(a forget passage looks more familiar than a holdout one), i.e.
     # 1 − muse_bench's AUC, so that PrivLeak ≫ 0 means "still remembers" (open-unlearning's
     # sign; muse_bench's has the opposite one).
-    out["auc"] = 1.0 - float(mt.mia_auc(mink_scores(model, params, s.mia_forget),
-                                        mink_scores(model, params, s.mia_holdout)))
+    members = mia_scores(model, params, s.mia_forget, s.codec,
+                         reference[0] if reference else None)
+    others = mia_scores(model, params, s.mia_holdout, s.codec,
+                        reference[1] if reference else None)
+    for attack in members:
+        key = "auc" if attack == "min_k" else f"auc_{attack}"
+        out[key] = 1.0 - float(mt.mia_auc(members[attack], others[attack]))
     return out
 
 

@@ -16,8 +16,12 @@ Imports only numpy at module level; scipy, scikit-learn and rouge-score load on 
 Policy. Wrong shapes or impossible values (a negative probability, a positive sum of
 log-probabilities, empty inputs) raise ``ValueError`` naming the argument: they are the
 caller's bugs. NaN, which a diverged model produces, propagates: a metric of NaN inputs is
-NaN, never a number and never an exception. No warning escapes. The references add 1e-10 to
-some denominators; these functions do not (relative differences of ~1e-10 at sane values).
+NaN, never a number and never an exception. No warning escapes. open-unlearning adds 1e-10
+to some denominators; these functions do not, as TOFU's own code does not. At sane values
+that is a relative difference of ~1e-10; on a collapsed model it is not: a paraphrased
+answer at 25–40 nats a token has probability 1e-11 to 1e-17, below the 1e-10 itself, and
+the truth ratio changes by orders of magnitude (``truth_ratios``, ``convention``; the
+suite's README measures it).
 
 Token alignment is the caller's: open-unlearning's EM, ES and Min-K score the answer's
 labelled tokens *except the last one* (``tokenwise_logprobs`` drops it, "ignore eos
@@ -127,22 +131,39 @@ def probability_with_options(p_true: np.ndarray, p_false: np.ndarray) -> float:
 # ------------------------------------------------------------------------------ truth ratio
 
 
-def truth_ratios(p_perturbed: np.ndarray, p_base: np.ndarray) -> np.ndarray:
+CONVENTIONS = ("tofu", "open-unlearning")
+OU_EPS = 1e-10  # open-unlearning's denominator guard
+
+
+def truth_ratios(p_perturbed: np.ndarray, p_base: np.ndarray, *,
+                 convention: str = "tofu") -> np.ndarray:
     """Per-item TOFU truth ratio ``R_i = exp(mean_j log P̃(ã_ij|q_i)) / P̃(â_i|q_i)``.
 
     The geometric mean of the K perturbed (false) answers' length-normalised probabilities,
     ``p_perturbed: [N, K]``, over the base answer's, ``p_base: [N]`` (the paraphrased answer
-    on forget / retain, the original answer on real_authors / world_facts). Computed in log
-    space, so tiny probabilities do not underflow. Returns ``[N]`` in [0, ∞] (0/0 is NaN).
-    open-unlearning ``memorization.py`` ``truth_ratio`` (``exp(-mean avg_loss)`` ratio).
+    on forget / retain, the original answer on real_authors / world_facts). Returns ``[N]``
+    in [0, ∞] (0/0 is NaN).
+
+    ``convention="tofu"`` (the suites' headline): locuslab/tofu ``aggregate_eval_stat.py``,
+    ``exp(mean perturbed loss − paraphrased loss)`` inverted, in log space, so tiny
+    probabilities neither underflow nor meet a guard. ``"open-unlearning"``:
+    ``memorization.py`` ``truth_ratio``, ``wrong / (correct + 1e-10)`` with ``wrong`` the same
+    geometric mean: equal to ``tofu`` within 1e-10 relative while ``p_base ≫ 1e-10``, capped
+    near ``wrong · 1e10`` once the base answer collapses below it.
     """
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}; "
+                         f"got {convention!r}")
     p_perturbed = _probabilities("p_perturbed", p_perturbed, 2)
     p_base = _probabilities("p_base", p_base, 1)
     if p_perturbed.shape[0] != p_base.shape[0]:
         raise ValueError(f"p_perturbed must be [N, K] with N = len(p_base) = "
                          f"{p_base.shape[0]}; got {p_perturbed.shape}")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.exp(np.log(p_perturbed).mean(axis=1) - np.log(p_base))
+        log_wrong = np.log(p_perturbed).mean(axis=1)
+        if convention == "open-unlearning":
+            return np.exp(log_wrong) / (p_base + OU_EPS)
+        return np.exp(log_wrong - np.log(p_base))
 
 
 def _ratios(r: np.ndarray) -> np.ndarray:
@@ -152,14 +173,16 @@ def _ratios(r: np.ndarray) -> np.ndarray:
     return r
 
 
-def truth_ratio_forget(r: np.ndarray) -> float:
+def truth_ratio_forget(r: np.ndarray, *, convention: str = "tofu") -> float:
     """Forget-split truth ratio ``mean_i min(R_i, 1/R_i)`` (closer to 1 is better); ``r: [N]``.
 
-    open-unlearning ``truth_ratio`` aggregator ``closer_to_1_better``; R = 0 or ∞ count 0.
+    open-unlearning ``truth_ratio`` aggregator ``closer_to_1_better``, which takes
+    ``1/(R + 1e-10)`` under its own ``convention``; R = 0 or ∞ count 0.
     """
     r = _ratios(r)
+    eps = OU_EPS if convention == "open-unlearning" else 0.0
     with np.errstate(divide="ignore"):
-        return float(np.mean(np.minimum(r, 1.0 / r)))
+        return float(np.mean(np.minimum(r, 1.0 / (r + eps))))
 
 
 def truth_ratio_true_better(r: np.ndarray) -> float:
@@ -322,6 +345,69 @@ def min_k_score(token_logprobs: np.ndarray, *, k: float = 0.4) -> float:
         return math.nan
     count = max(1, int(len(logprobs) * k))
     return float(-np.mean(np.sort(logprobs)[:count]))
+
+
+def loss_score(token_logprobs: np.ndarray) -> float:
+    """LOSS attack (Yeom et al. 2018): the sequence's mean negative log-probability per
+    token; larger means less likely (the Min-K orientation). open-unlearning ``mia``
+    ``LOSSAttack`` (``avg_loss``)."""
+    return float(-np.mean(_array("token_logprobs", token_logprobs, 1)))
+
+
+def zlib_score(token_logprobs: np.ndarray, text: str) -> float:
+    """zlib attack (Carlini et al. 2021): the LOSS score over the text's zlib entropy,
+    ``len(zlib.compress(text.encode("utf-8")))`` bytes, so that text that is simply
+    predictable (repetitive, formulaic) is not taken for memorised. open-unlearning
+    ``mia`` ``ZLIBAttack``."""
+    import zlib
+
+    if not isinstance(text, str) or not text:
+        raise ValueError("text must be the sequence's non-empty text")
+    return loss_score(token_logprobs) / float(len(zlib.compress(text.encode("utf-8"))))
+
+
+def reference_score(token_logprobs: np.ndarray, reference_logprobs: np.ndarray) -> float:
+    """Reference-model attack (Carlini et al. 2022's calibration): the target's LOSS score
+    minus a reference model's (one never trained on the members) on the same tokens: what
+    the model finds easy only because it saw it. open-unlearning ``mia``
+    ``ReferenceAttack`` (``target_loss - ref_loss``)."""
+    target = _array("token_logprobs", token_logprobs, 1)
+    reference = _array("reference_logprobs", reference_logprobs, 1)
+    if target.shape != reference.shape:
+        raise ValueError(f"token_logprobs and reference_logprobs must score the same tokens; "
+                         f"got {target.shape} and {reference.shape}")
+    return loss_score(target) - loss_score(reference)
+
+
+def min_k_plus_plus_score(token_logprobs: np.ndarray, mu: np.ndarray, variance: np.ndarray,
+                          *, k: float = 0.4) -> float:
+    """Min-K%++ (Zhang et al. 2025): each token's log-probability standardised by the
+    model's own next-token distribution at that position, ``(log p(x_t) − μ_t) / σ_t`` with
+    ``μ_t = Σ_z p(z) log p(z)`` and ``σ_t² = Σ_z p(z) log² p(z) − μ_t²`` (clamped at 1e-6),
+    then ``−mean`` of the lowest ``max(1, int(T·k))``. open-unlearning ``mia``
+    ``MinKPlusPlusAttack``. ``mu``, ``variance``: ``[T]`` per token."""
+    logprobs = _array("token_logprobs", token_logprobs, 1)
+    mu, variance = _array("mu", mu, 1), _array("variance", variance, 1)
+    if not logprobs.shape == mu.shape == variance.shape:
+        raise ValueError(f"token_logprobs, mu and variance must be [T] each; got "
+                         f"{logprobs.shape}, {mu.shape}, {variance.shape}")
+    z = (logprobs - mu) / np.sqrt(np.maximum(variance, 1e-6))
+    return min_k_score(z, k=k)
+
+
+# The family PrivLeak is reported for (MUSE suite): each a score where larger means less
+# likely; ``min_k`` is MUSE's own, the headline's.
+MIA_ATTACKS = ("min_k", "loss", "zlib", "reference", "min_k_plus_plus")
+
+
+def worst_privleak(values: dict[str, float]) -> tuple[str, float]:
+    """The attack whose PrivLeak is farthest from 0 (either side: a leak or over-unlearning)
+    and its value; NaN values are skipped (all NaN: ``("", nan)``)."""
+    finite = {k: v for k, v in values.items() if not math.isnan(v)}
+    if not finite:
+        return "", math.nan
+    name = max(finite, key=lambda k: abs(finite[k]))
+    return name, finite[name]
 
 
 def mia_auc(member_scores: np.ndarray, nonmember_scores: np.ndarray) -> float:

@@ -99,9 +99,8 @@ class Unlearning(Pipeline):
             entries: list[tuple[str, int | None, dict[str, Any] | None]] = [
                 ("target", s, None) for s in seeds]
             entries += [("retain", s, {"forget": f}) for s in seeds]
-            if suite.settings["benchmark"] == "tofu":
-                entries += [("retain", None, {"forget": f, "replica": k})
-                            for k in range(int(suite.settings["replicas"]))]
+            entries += [("retain", None, {"forget": f, "replica": k})
+                        for k in range(int(suite.settings["replicas"]))]
             needed += [e for e in entries if e not in needed]
         return needed
 
@@ -178,17 +177,25 @@ class Unlearning(Pipeline):
                            for k, v in params.items()} for e in range(epochs)]
             if not all(torch.isfinite(x).all() for x in trajectory[-1].values()):
                 raise InvalidOutput("non-finite parameters after unlearning")
-            metrics, curves = judge(model, p, i, trajectory, s)
+            notes[i] = {}
+            metrics, curves = judge(model, p, i, trajectory, s, notes[i])
             curves["train_loss"] = [float(x) for x in loss[i]]
             return metrics, curves
 
-        return cell_results(job, output, member, diverged=diverged,
-                            info={"options": output.info.get("options")},
-                            member_info=lambda i: {"fixtures": p.fixtures[i]})
+        notes: dict[int, dict[str, Any]] = {}  # per member: the judge's words for its info
+        cells = cell_results(job, output, member, diverged=diverged,
+                             info={"options": output.info.get("options")},
+                             member_info=lambda i: {"fixtures": p.fixtures[i]})
+        for i, cell in enumerate(cells):
+            kept = {k: v for k, v in notes.get(i, {}).items() if v}  # ratios withheld, ...
+            if kept:
+                cell.info = {**cell.info, **kept}
+        return cells
 
 
 def _validation(job: Job, model: nn.Module, p: Private, i: int,
-                trajectory: list[dict[str, Tensor]], s: Mapping[str, Any]
+                trajectory: list[dict[str, Tensor]], s: Mapping[str, Any],
+                notes: dict[str, Any] | None = None
                 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """A tuned search's score of member ``i`` (``Tuning.metric``: ``val_select``), on the
     data the trainer was given: the length-normalised probability of the forget set after
@@ -342,9 +349,9 @@ def _mini_job(suite: Suite, variant: Variant, seeds: list[int]) -> Job:
     f = int(variant.config["forget"])
     targets = [fixtures.load(suite, "target", s) for s in seeds]
     retains = [fixtures.load(suite, "retain", s, {"forget": f}) for s in seeds]
-    replicas = ([fixtures.load(suite, "retain", None, {"forget": f, "replica": k})
-                 for k in range(int(suite.settings["replicas"]))]
-                if benchmark == "tofu" else [])
+    # TOFU: the gold standard's forget quality; MUSE: the reference attack's model
+    replicas = [fixtures.load(suite, "retain", None, {"forget": f, "replica": k})
+                for k in range(int(suite.settings["replicas"]))]
     forget_ids = c.forget_splits[f]
     forget_set, idk = _forget_set(benchmark, c, tok, forget_ids)
     retain_entities = [e.id for e in c.entities

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from harness.contract.memo import once
 from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
+from suites.unlearning.spec import RECOVERY_FLOOR, UTILITY_FLOOR
 
 if TYPE_CHECKING:
     from suites.unlearning.pipeline import Private
@@ -34,7 +35,11 @@ def memo(p: Private, what: str, i: int | None, compute: Callable[[], Any]) -> An
 
 
 def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str, Tensor]],
-                s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
+                s: Mapping[str, Any], notes: dict[str, Any] | None = None
+                ) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """``notes`` (the cell's info) gets ``withheld``: the ratios left out and why
+    (``RECOVERY_FLOOR``, ``UTILITY_FLOOR``)."""
+    withheld = ({} if notes is None else notes).setdefault("withheld", {})
     sp = p.splits
     target, r_target = memo(p, "target", i, lambda: ev.tofu(model, p.targets[i], sp))
     retain, r_retain = memo(p, "retain", i, lambda: ev.tofu(model, p.retain[i], sp))
@@ -46,9 +51,13 @@ def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
     fq, ks = mt.forget_quality(r_final, r_retain)
     metrics |= {"forget_quality": fq, "log_forget_quality": float(np.log10(max(fq, 1e-300))),
                 "ks_statistic": ks, "target_utility": target["model_utility"],
-                "retain_model_utility": retain["model_utility"],
-                "utility_retained": metrics["model_utility"] / target["model_utility"]
-                if target["model_utility"] > 0 else 0.0}
+                "retain_model_utility": retain["model_utility"]}
+    if target["model_utility"] >= UTILITY_FLOOR:
+        metrics["utility_retained"] = metrics["model_utility"] / target["model_utility"]
+    else:
+        withheld["utility_retained"] = (f"the target's model utility "
+                                        f"{target['model_utility']:.3g} is under the floor "
+                                        f"{UTILITY_FLOOR}: a ratio over it is noise")
     metrics["score"] = ev.tofu_score(metrics["model_utility"], target["model_utility"], fq)
     if p.replicas:  # their forget truth ratios are all the KS test needs
         fqs = [mt.forget_quality(memo(p, f"replica {k}", None, lambda r=r: ev.truth_ratios(
@@ -61,7 +70,7 @@ def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
         mu_curve.append(m["model_utility"])
         prob_curve.append(m["forget_prob"])
     metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_prob,
-                           ("held_back_prob", "relearn_forget_prob"))
+                           ("held_back_prob", "relearn_forget_prob"), withheld)
     curves = {"epochs": [float(e) for e in range(len(trajectory) + 1)],
               "fq_trajectory": fq_curve, "mu_trajectory": mu_curve,
               "forget_prob_trajectory": prob_curve}
@@ -69,22 +78,40 @@ def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
 
 
 def muse_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str, Tensor]],
-                s: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
+                s: Mapping[str, Any], notes: dict[str, Any] | None = None
+                ) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """``notes`` (the cell's info) gets ``withheld`` (ratios left out, and why) and
+    ``privleak_worst_attack``."""
+    notes = {} if notes is None else notes
+    withheld = notes.setdefault("withheld", {})
     sp = p.splits
-    target = memo(p, "target", i, lambda: ev.muse(model, p.targets[i], sp))
-    retain = memo(p, "retain", i, lambda: ev.muse(model, p.retain[i], sp))
+    reference = None
+    if p.replicas:  # the reference attack's model: a retain replica, never on the forget set
+        reference = memo(p, "mia reference", None, lambda: tuple(
+            ev.token_logprobs(model, p.replicas[0], x) for x in (sp.mia_forget,
+                                                                  sp.mia_holdout)))
+    target = memo(p, "target", i, lambda: ev.muse(model, p.targets[i], sp,
+                                                  reference=reference))
+    retain = memo(p, "retain", i, lambda: ev.muse(model, p.retain[i], sp,
+                                                  reference=reference))
     curve = _evaluated([p.targets[i], *trajectory], target,
-                       lambda point, last: ev.muse(model, point, sp, trajectory_point=not last))
+                       lambda point, last: ev.muse(model, point, sp, trajectory_point=not last,
+                                                   reference=reference))
     final = dict(curve[-1])
     metrics = {k: final[k] for k in ("verbmem_forget", "knowmem_forget", "knowmem_retain")}
-    metrics["privleak"] = mt.privleak(final["auc"], retain["auc"])
+    leaks = {attack: mt.privleak(final[key], retain[key]) for attack in mt.MIA_ATTACKS
+             if (key := "auc" if attack == "min_k" else f"auc_{attack}") in final}
+    metrics["privleak"] = leaks.pop("min_k")  # MUSE's own attack: the headline's
+    metrics |= {f"privleak_{attack}": value for attack, value in leaks.items()}
+    notes["privleak_worst_attack"], metrics["privleak_worst"] = mt.worst_privleak(
+        {"min_k": metrics["privleak"], **leaks})
     metrics["score"] = ev.muse_score(final, target, retain)
     metrics |= {"target_verbmem": target["verbmem_forget"],
                 "target_knowmem_forget": target["knowmem_forget"],
                 "retain_model_knowmem_forget": retain["knowmem_forget"],
                 "target_privleak": mt.privleak(target["auc"], retain["auc"])}
     metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_knowmem,
-                           ("held_back_knowmem", "relearn_knowmem_forget"))
+                           ("held_back_knowmem", "relearn_knowmem_forget"), withheld)
     curves = {"epochs": [float(e) for e in range(len(curve))],
               "verbmem_trajectory": [c["verbmem_forget"] for c in curve],
               "knowmem_forget_trajectory": [c["knowmem_forget"] for c in curve],
@@ -94,10 +121,11 @@ def muse_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
 
 def _relearning(model: nn.Module, p: Private, i: int, unlearned: dict[str, Tensor],
                 s: Mapping[str, Any], measure: Callable[..., float],
-                names: tuple[str, str]) -> dict[str, float]:
+                names: tuple[str, str], withheld: dict[str, str]) -> dict[str, float]:
     """The relearning attack from the unlearned model: ``measure`` (what the held-back
     forget questions score) before and after it, and the share of the way back to the
-    target's score it recovered (left out when unlearning lowered nothing to recover)."""
+    target's score it recovered: withheld, with the reason, when unlearning lowered that
+    score by less than the suite's ``RECOVERY_FLOOR`` (a share of almost nothing)."""
     sp = p.splits
     attacked = ev.relearn(model, unlearned, sp.relearn, steps=int(s["relearn_steps"]),
                           lr=float(s["relearn_lr"]))
@@ -105,8 +133,13 @@ def _relearning(model: nn.Module, p: Private, i: int, unlearned: dict[str, Tenso
     before = at_target if _same(unlearned, p.targets[i]) else measure(model, unlearned, sp)
     after = measure(model, attacked, sp)
     out = {names[0]: before, names[1]: after}
-    if at_target - before > 1e-6:
+    floor = RECOVERY_FLOOR[str(s["benchmark"])]
+    if at_target - before >= floor:
         out["relearn_recovery"] = (after - before) / (at_target - before)
+    elif not _same(unlearned, p.targets[i]):  # the target row has nothing to recover
+        withheld["relearn_recovery"] = (f"unlearning lowered the held-back score by "
+                                        f"{at_target - before:.3g}, under the floor {floor}: "
+                                        f"a share of that drop is noise")
     return out
 
 

@@ -44,6 +44,14 @@ SETTINGS: dict[str, Any] = {
 
 EPOCH_AXIS = Axis("unlearning epoch")
 
+# A ratio is withheld (absent, with the reason in the cell's info) when its denominator is
+# under these floors: a share of a near-zero drop is noise (SatImp's relearning recovery
+# came out −7 to −34 over a drop of ~0.001). Relearning recovery needs unlearning to have
+# lowered the held-back score by this much (TOFU: probability; MUSE: KnowMem points, 0–100);
+# utility retained needs the target's model utility at least this.
+RECOVERY_FLOOR = {"tofu": 0.05, "muse": 5.0}
+UTILITY_FLOOR = 0.05
+
 
 def fixtures(benchmark: str) -> tuple[Fixture, ...]:
     code = ("suites.unlearning.corpus", "suites.unlearning.tokenizer",

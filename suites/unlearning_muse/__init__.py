@@ -55,7 +55,23 @@ METRICS = (
     _m("privleak", "PrivLeak", "neither", "PrivLeak",
        "(AUC − AUC of the retain model) / AUC of the retain model ×100, AUC of the Min-40% "
        "membership score, forget passages against 30 holdout authors' passages. ≈ 0 is "
-       "ideal; ≫ 0 the model still remembers, ≪ 0 it over-unlearned."),
+       "ideal; ≫ 0 the model still remembers, ≪ 0 it over-unlearned. The headline's "
+       "attack (MUSE's own); the others are privleak_<attack>."),
+    _m("privleak_loss", "PrivLeak (LOSS attack)", "neither", "PL loss",
+       "PrivLeak with the LOSS attack: a passage's mean negative log-likelihood."),
+    _m("privleak_zlib", "PrivLeak (zlib attack)", "neither", "PL zlib",
+       "PrivLeak with the zlib attack: the LOSS score over the passage's zlib-compressed "
+       "size, so that merely predictable text is not taken for memorised."),
+    _m("privleak_reference", "PrivLeak (reference-model attack)", "neither", "PL ref",
+       "PrivLeak with the reference attack: the model's LOSS score minus a retain "
+       "replica's (a model never trained on the forget authors) on the same passage."),
+    _m("privleak_min_k_plus_plus", "PrivLeak (Min-K%++ attack)", "neither", "PL Min-K++",
+       "PrivLeak with Min-K%++: each token's log-probability standardised by the model's "
+       "own next-token distribution, the lowest 40% averaged."),
+    _m("privleak_worst", "PrivLeak, worst attack", "neither", "PL worst",
+       "The PrivLeak farthest from 0 over the five attacks (Min-40%, LOSS, zlib, reference, "
+       "Min-K%++), sign kept: the honest number, since the attacks disagree; the cell's "
+       "info names the attack."),
     _m("held_back_knowmem", "KnowMem on held-back forget QA", "lower", "KnowMem held",
        "KnowMem on the forget questions outside the relearning attack's set, before it."),
     _m("relearn_knowmem_forget", "KnowMem on held-back forget QA after relearning", "lower",
@@ -63,7 +79,9 @@ METRICS = (
        "after the attack."),
     _m("relearn_recovery", "knowledge recovered by relearning", "lower", "recov.",
        "(KnowMem after − KnowMem unlearned) / (KnowMem target − KnowMem unlearned) on the "
-       "held-back forget questions.", decimals=3),
+       "held-back forget questions; withheld (–) when unlearning lowered KnowMem by less "
+       "than 5 points: a share of almost nothing is noise (the cell's info says so).",
+       decimals=3),
     _m("target_verbmem", "target's VerbMem", "neither", "VerbMem(tgt)",
        "VerbMem of the seed's target before unlearning."),
     _m("target_knowmem_forget", "target's KnowMem on forget QA", "neither", "KnowMem f(tgt)",
@@ -112,7 +130,8 @@ SUITE = Suite(
     shared_code=("suites.unlearning",),
     baselines=BASELINES,
     reference="target",
-    settings={**SETTINGS, "benchmark": "muse", "replicas": 0},
+    # one retain replica: the reference model of PrivLeak's reference attack
+    settings={**SETTINGS, "benchmark": "muse", "replicas": 1},
     tuning=TUNING,
     curves=CURVES,
     scatters=(ScatterSpec(x="knowmem_retain", y="knowmem_forget"),

@@ -60,7 +60,8 @@ METRICS = (
        "Harmonic mean of probability, ROUGE-L recall and truth ratio on the retained "
        "authors, the world facts and the known entities."),
     _m("utility_retained", "utility relative to the target", "higher", "MU/tgt",
-       "Model utility divided by the seed's target model's."),
+       "Model utility divided by the seed's target model's; withheld (–) when the "
+       "target's is under 0.05."),
     _m("forget_prob", "forget probability", "lower", "P(f)",
        "Mean length-normalised probability of the forget answers."),
     _m("forget_rouge", "forget ROUGE-L recall", "lower", "R(f)",
@@ -81,7 +82,9 @@ METRICS = (
        "Forget probability on the held-back forget questions after the relearning attack."),
     _m("relearn_recovery", "knowledge recovered by relearning", "lower", "recov.",
        "(P after the attack − P unlearned) / (P target − P unlearned) on the held-back "
-       "forget questions: the share of the forgotten probability the attack brings back."),
+       "forget questions: the share of the forgotten probability the attack brings back. "
+       "Withheld (–) when unlearning lowered P by less than 0.05: a share of almost "
+       "nothing is noise (the cell's info says so)."),
     _m("retain_model_fq", "forget quality of another retain model", "neither", "FQ(ret)",
        "Median KS p-value of the replica retain models against the seed's retain model: "
        "what retraining from scratch scores (the gold standard).", unit="pvalue"),

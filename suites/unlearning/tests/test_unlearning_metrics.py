@@ -103,6 +103,45 @@ def test_truth_ratios_match_tofus_loss_formula():
     assert m.truth_ratio_true_better(r) == pytest.approx(np.mean(np.maximum(0, 1 - 1 / stat_1)))
 
 
+def _collapsed(seed: int, low: float, high: float, n: int = 40):
+    """Per-token losses of a collapsed model (``low``–``high`` nats a token on the
+    paraphrased answer, a little less on the perturbed ones): its probabilities."""
+    gen = np.random.default_rng(seed)
+    para = gen.uniform(low, high, n)
+    pert = np.maximum(para[:, None] + gen.uniform(-3.0, -0.5, (n, 5)), 0.01)
+    return np.exp(-pert), np.exp(-para)
+
+
+def test_the_two_truth_ratio_conventions_agree_on_a_sane_model_not_on_a_collapsed_one():
+    """open-unlearning divides by ``P(paraphrased) + 1e-10`` (its memorization.py): the
+    same numbers while that probability is far above 1e-10, orders of magnitude apart once
+    a model collapses to 25–40 nats a token (the suite's headline keeps TOFU's form)."""
+    sane_pert, sane_base = _collapsed(0, 0.1, 2.0)
+    tofu = m.truth_ratios(sane_pert, sane_base)
+    ou = m.truth_ratios(sane_pert, sane_base, convention="open-unlearning")
+    assert ou == pytest.approx(tofu, rel=1e-8)
+    pert, base = _collapsed(1, 28.0, 40.0)
+    tofu = m.truth_ratios(pert, base)
+    ou = m.truth_ratios(pert, base, convention="open-unlearning")
+    # each by its own formula, written out here
+    geo = np.exp(np.log(pert).mean(axis=1))
+    assert tofu == pytest.approx(geo / base, rel=1e-9)
+    assert ou == pytest.approx(geo / (base + 1e-10), rel=1e-9)
+    assert np.all(tofu > 1) and np.all(ou < tofu / 10)  # R ≈ e^{1.75} against a capped one
+    forget = {c: m.truth_ratio_forget(r, convention=c)
+              for c, r in (("tofu", tofu), ("open-unlearning", ou))}
+    assert forget["tofu"] == pytest.approx(np.mean(1 / tofu))
+    assert forget["open-unlearning"] == pytest.approx(np.mean(np.minimum(ou, 1 / (ou + 1e-10))))
+    assert forget["tofu"] > 10 * forget["open-unlearning"]
+    # forget quality against a retain model whose false answers are as likely (R ≈ e^1.75):
+    # TOFU's form finds the two alike, open-unlearning's entirely apart
+    retain = np.random.default_rng(2).lognormal(1.75, 0.7, 40)
+    fq_tofu, fq_ou = m.forget_quality(tofu, retain)[0], m.forget_quality(ou, retain)[0]
+    assert fq_tofu > 1e10 * fq_ou
+    with pytest.raises(ValueError, match="convention must be one of tofu, open-unlearning"):
+        m.truth_ratios(pert, base, convention="ou")
+
+
 def test_truth_ratios_do_not_underflow():
     # the product 1e-600 underflows to 0; the geometric mean in log space does not
     p_perturbed = np.full((1, 3), 1e-200)
@@ -408,3 +447,68 @@ def test_privleak_by_hand():
     with pytest.raises(ValueError, match="auc_unlearned"):
         m.privleak(1.5, 0.5)
 
+
+
+# -------------------------------------------------------------------- the MIA family
+
+
+def test_loss_zlib_and_reference_scores_by_hand():
+    import zlib
+
+    lp = np.log([0.5, 0.25, 0.125])  # mean NLL = 2 ln 2
+    assert m.loss_score(lp) == pytest.approx(2 * math.log(2))
+    text = "the the the the the the"
+    assert m.zlib_score(lp, text) == pytest.approx(
+        2 * math.log(2) / len(zlib.compress(text.encode("utf-8"))))
+    ref = np.log([0.5, 0.5, 0.5])  # the reference finds it easier by ln 2 a token on average
+    assert m.reference_score(lp, ref) == pytest.approx(2 * math.log(2) - math.log(2))
+    with pytest.raises(ValueError, match="same tokens"):
+        m.reference_score(lp, ref[:2])
+    with pytest.raises(ValueError, match="non-empty text"):
+        m.zlib_score(lp, "")
+
+
+def test_min_k_plus_plus_standardises_by_the_models_own_distribution():
+    """From the full next-token distributions, μ and σ² computed here independently."""
+    gen = np.random.default_rng(0)
+    logits = gen.normal(size=(10, 7))
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    tokens = gen.integers(0, 7, 10)
+    lp = logp[np.arange(10), tokens]
+    mu = (np.exp(logp) * logp).sum(1)
+    var = (np.exp(logp) * logp ** 2).sum(1) - mu ** 2
+    z = np.sort((lp - mu) / np.sqrt(var))
+    assert m.min_k_plus_plus_score(lp, mu, var, k=0.4) == pytest.approx(-z[:4].mean())
+    # a flat distribution (σ = 0) is clamped, not divided by zero
+    assert math.isfinite(m.min_k_plus_plus_score([-1.0], [-1.0], [0.0]))
+
+
+@pytest.mark.parametrize("attack", ["loss", "zlib", "reference", "min_k_plus_plus"])
+def test_each_attacks_auc_is_sklearns_on_its_scores(attack):
+    """Members (forget) get lower scores (more likely): AUC under MUSE's orientation is
+    1 − sklearn's with members as the positive class ranked by score."""
+    gen = np.random.default_rng(1)
+    def scores(shift, n):
+        out = []
+        for _ in range(n):
+            lp = -gen.gamma(2.0, 1.0, 12) + shift
+            if attack == "loss":
+                out.append(m.loss_score(lp))
+            elif attack == "zlib":
+                out.append(m.zlib_score(lp, "word " * int(gen.integers(3, 9))))
+            elif attack == "reference":
+                out.append(m.reference_score(lp, -gen.gamma(2.0, 1.0, 12)))
+            else:
+                out.append(m.min_k_plus_plus_score(lp, np.full(12, -2.0), np.full(12, 1.5)))
+        return np.array(out)
+    members, others = scores(0.8, 30), scores(0.0, 40)
+    labels = np.r_[np.ones(30), np.zeros(40)]
+    expected = roc_auc_score(labels, -np.r_[members, others])
+    assert m.mia_auc(members, others) == pytest.approx(1 - expected)
+
+
+def test_the_worst_privleak_is_the_farthest_from_zero_with_its_sign():
+    assert m.worst_privleak({"min_k": -12.0, "loss": 30.0, "zlib": -45.0}) == ("zlib", -45.0)
+    assert m.worst_privleak({"min_k": math.nan, "loss": 2.0}) == ("loss", 2.0)
+    name, value = m.worst_privleak({"min_k": math.nan})
+    assert name == "" and math.isnan(value)

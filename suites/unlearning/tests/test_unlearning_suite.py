@@ -101,6 +101,26 @@ def test_gradient_ascent_moves_away_from_the_target_and_its_trajectory_starts_th
     assert ga.info["fixtures"]["target"] == fixtures.load(TOFU, "target", 0).key
 
 
+def test_a_recovery_share_of_a_drop_under_the_floor_is_withheld_with_the_reason(tmp_path):
+    """SatImp's case: unlearning that barely lowers the held-back forget score (here,
+    training on the retain set alone) gives a relearning "recovery" over almost nothing,
+    which came out −7 to −34. It is withheld, and the cell says why; where the drop clears
+    the floor (gradient ascent) the share is reported."""
+    from suites.unlearning.spec import RECOVERY_FLOOR
+
+    path = module(tmp_path, "retain_only", """
+        def unlearning_loss(forget, retain):
+            return -retain.seq_logprobs.mean()
+    """)
+    (cell,) = ok(run(TOFU, load_objective(str(path)), "forget05"))
+    drop = built_in(TOFU.name, "target", "forget05")[0].metrics["held_back_prob"] - \
+        cell.metrics["held_back_prob"]
+    assert drop < RECOVERY_FLOOR["tofu"] and "relearn_recovery" not in cell.metrics
+    assert "under the floor 0.05" in cell.info["withheld"]["relearn_recovery"]
+    (ga,) = built_in(TOFU.name, "grad_ascent", "forget05")
+    assert "relearn_recovery" in ga.metrics and "withheld" not in ga.info
+
+
 def test_cells_repeat_exactly_and_seeds_differ():
     # The same grouping (one seed) again: bit-identical. (A seed trained beside another
     # rounds differently under vmap: issue 14 makes cells independent of their group.)
@@ -238,3 +258,13 @@ def test_muse_reports_memorisation_knowledge_and_privacy_leakage():
     assert ga.curves["knowmem_forget_trajectory"][0] == target.metrics["knowmem_forget"]
     assert ga.metrics["knowmem_forget"] != target.metrics["knowmem_forget"]
     assert np.isfinite(ga.metrics["privleak"])
+    # the attack family: each its own PrivLeak, the worst the farthest from 0, named
+    for cell in (target, ga):
+        family = {"min_k": cell.metrics["privleak"],
+                  **{a: cell.metrics[f"privleak_{a}"] for a in
+                     ("loss", "zlib", "reference", "min_k_plus_plus")}}
+        assert all(np.isfinite(v) for v in family.values())
+        worst = max(family, key=lambda a: abs(family[a]))
+        assert cell.info["privleak_worst_attack"] == worst
+        assert cell.metrics["privleak_worst"] == family[worst]
+    assert len({round(v, 6) for v in family.values()}) > 1  # the attacks disagree
