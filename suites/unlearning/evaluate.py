@@ -19,7 +19,7 @@ from suites.unlearning import corpus as cp
 from suites.unlearning import metrics as mt
 from suites.unlearning.data import Encoded, encode_passages, encode_qa
 from suites.unlearning.decode import generate
-from suites.unlearning.lm import score
+from suites.unlearning.lm import counted_logits, score
 from suites.unlearning.model import forward
 from suites.unlearning.text import Codec
 
@@ -206,18 +206,47 @@ def mia_scores(model: nn.Module, params: Mapping[str, Tensor], passages: Encoded
     """Every attack's score of each passage (``mt.MIA_ATTACKS``; larger = less likely),
     from one scoring pass; ``reference``: a reference model's token log-probabilities of the
     same passages (no reference attack without it)."""
-    sc = score(model, params, passages, vocab=True)
+    sc = score(model, params, passages)
+    mus, variances = vocab_moments(model, params, passages)
     out = {"min_k": [mt.min_k_score(t, k=MIN_K) for t in sc.token_logprobs],
            "loss": [mt.loss_score(t) for t in sc.token_logprobs],
            "zlib": [mt.zlib_score(t, codec.decode(ids.tolist()))
                     for t, ids in zip(sc.token_logprobs, sc.target, strict=True)],
            "min_k_plus_plus": [mt.min_k_plus_plus_score(t, mu, var, k=MIN_K) for t, mu, var
-                               in zip(sc.token_logprobs, sc.token_mu, sc.token_var,
-                                      strict=True)]}
+                               in zip(sc.token_logprobs, mus, variances, strict=True)]}
     if reference is not None:
         out["reference"] = [mt.reference_score(t, r) for t, r
                             in zip(sc.token_logprobs, reference, strict=True)]
     return {k: np.array(v) for k, v in out.items()}
+
+
+@torch.inference_mode()
+def vocab_moments(model: nn.Module, params: Mapping[str, Tensor], enc: Encoded,
+                  chunk: int = 512) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per sequence, at each counted position, the mean and variance of ``log p`` over the
+    vocabulary under ``p`` itself (Min-K%++'s standardisation), in float64. Its own pass
+    beside :func:`suites.unlearning.lm.score`, which the fixtures' key covers: a change
+    there would rebuild every fixture model."""
+    mus: list[np.ndarray] = []
+    variances: list[np.ndarray] = []
+    device = next(iter(params.values())).device
+    for lo in range(0, len(enc), chunk):
+        attention = torch.from_numpy(enc.attention[lo:lo + chunk])
+        width = int(attention.any(0).nonzero().max()) + 1
+
+        def part(a: np.ndarray) -> Tensor:
+            return torch.from_numpy(a[lo:lo + chunk, :width]).to(device)  # noqa: B023
+
+        mask = part(enc.mask) > 0
+        logp = counted_logits(model, params, part(enc.input_ids), part(enc.attention),
+                              mask).double().log_softmax(-1)
+        mu = (logp.exp() * logp).sum(-1)
+        var = (logp.exp() * logp.square()).sum(-1) - mu.square()
+        ends = mask.sum(-1).cumsum(0).tolist()
+        for start, end in zip([0, *ends[:-1]], ends, strict=True):
+            mus.append(mu[start:end].cpu().numpy())
+            variances.append(var[start:end].cpu().numpy())
+    return mus, variances
 
 
 def token_logprobs(model: nn.Module, params: Mapping[str, Tensor], passages: Encoded

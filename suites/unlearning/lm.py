@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -30,10 +30,6 @@ class Scores:
     token_logprobs: list[np.ndarray]  # per item, its counted tokens' log-probabilities
     predicted: list[np.ndarray]  # per item, the argmax at its counted positions
     target: list[np.ndarray]  # per item, the counted tokens
-    # with ``vocab=True``: per item, the mean and variance of log p over the vocabulary at
-    # each counted position, under p itself (Min-K%++'s standardisation)
-    token_mu: list[np.ndarray] = field(default_factory=list)
-    token_var: list[np.ndarray] = field(default_factory=list)
 
     @property
     def normalized(self) -> np.ndarray:
@@ -79,9 +75,8 @@ def _head(params: Params, hidden: Tensor) -> Tensor:
 
 
 @torch.inference_mode()
-def score(model: nn.Module, params: Params, enc: Encoded, chunk: int = 512, *,
-          vocab: bool = False) -> Scores:
-    sums, counts, tokens, preds, targets, mus, variances = [], [], [], [], [], [], []
+def score(model: nn.Module, params: Params, enc: Encoded, chunk: int = 512) -> Scores:
+    sums, counts, tokens, preds, targets = [], [], [], [], []
     device = next(iter(params.values())).device
     for lo in range(0, len(enc), chunk):
         attention = torch.from_numpy(enc.attention[lo:lo + chunk])
@@ -95,13 +90,7 @@ def score(model: nn.Module, params: Params, enc: Encoded, chunk: int = 512, *,
         # the counted positions only, row by row (boolean indexing is row-major)
         logits = counted_logits(model, params, ids, attention, mask).float()
         target = labels[mask]
-        every = logits.log_softmax(-1)
-        logp = every.gather(-1, target[:, None]).squeeze(-1).double().cpu()
-        if vocab:
-            p = every.double().exp()
-            mu = (p * every.double()).sum(-1)
-            var = ((p * every.double().square()).sum(-1) - mu.square()).cpu()
-            mu = mu.cpu()
+        logp = logits.log_softmax(-1).gather(-1, target[:, None]).squeeze(-1).double().cpu()
         arg, target = logits.argmax(-1).cpu(), target.cpu()
         count = mask.sum(-1).cpu()
         ends = count.cumsum(0).tolist()
@@ -110,12 +99,9 @@ def score(model: nn.Module, params: Params, enc: Encoded, chunk: int = 512, *,
             preds.append(arg[start:end].numpy())
             targets.append(target[start:end].numpy())
             sums.append(float(logp[start:end].sum()))
-            if vocab:
-                mus.append(mu[start:end].numpy())
-                variances.append(var[start:end].numpy())
         counts.append(count.numpy())
     return Scores(np.array(sums, np.float64), np.concatenate(counts).astype(np.float64), tokens,
-                  preds, targets, mus, variances)
+                  preds, targets)
 
 
 @dataclass
