@@ -82,8 +82,7 @@ TUNING = Tuning(
     {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}, k=8, validation_share=None,
     validation="the forget set the objective unlearns and the retain set it may draw on "
                "(teacher-forced answer probability after the last epoch), against the "
-               "seed's retain model on the same forget set; never the judge's evaluation "
-               "splits",
+               "seed's retain model on the same forget set",
     selection="MUSE's rule on that data: among the trials whose forget-set probability fell "
               "to the retain model's or below, the one that kept the most retain-set "
               "probability; while none did, the one that came closest",
