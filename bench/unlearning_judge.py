@@ -52,7 +52,7 @@ from suites.unlearning import scoring as sc
 from suites.unlearning.data import encode_passages
 from suites.unlearning.lm import score
 from suites.unlearning.model import LMConfig, TinyLM
-from suites.unlearning.spec import FIXTURE_TRAINING, MODEL
+from suites.unlearning.spec import FIXTURE_TRAINING, MODEL, RECOVERY_FLOOR, UTILITY_FLOOR
 
 # --- before: the judge until 2026-12-06, where it differs from the suites' code now -------
 
@@ -171,9 +171,15 @@ def _muse(model: nn.Module, params: Mapping[str, Tensor], s: ev.Splits) -> dict[
            "knowmem_retain": float(np.mean(_rouge(
                s.retain.answers, _answers(model, params, s, s.retain), False,
                "fmeasure")) * 100)}
-    out["auc"] = 1.0 - float(mt.mia_auc(ev.mink_scores(model, params, s.mia_forget),
-                                        ev.mink_scores(model, params, s.mia_holdout)))
+    out["auc"] = 1.0 - float(mt.mia_auc(_mink_scores(model, params, s.mia_forget),
+                                        _mink_scores(model, params, s.mia_holdout)))
     return out
+
+
+def _mink_scores(model: nn.Module, params: Mapping[str, Tensor], passages: Any) -> np.ndarray:
+    """Min-40% of each passage, as the judge scored PrivLeak before the attack family."""
+    sc = ev.score(model, params, passages)
+    return np.array([mt.min_k_score(t, k=ev.MIN_K) for t in sc.token_logprobs])
 
 
 def _held_back_knowmem(model: nn.Module, params: Mapping[str, Tensor], s: ev.Splits) -> float:
@@ -191,9 +197,9 @@ def tofu_member_before(model: nn.Module, p: Any, i: int, trajectory: list[dict[s
     fq, ks = mt.forget_quality(r_final, r_retain)
     metrics |= {"forget_quality": fq, "log_forget_quality": float(np.log10(max(fq, 1e-300))),
                 "ks_statistic": ks, "target_utility": target["model_utility"],
-                "retain_model_utility": retain["model_utility"],
-                "utility_retained": metrics["model_utility"] / target["model_utility"]
-                if target["model_utility"] > 0 else 0.0}
+                "retain_model_utility": retain["model_utility"]}
+    if target["model_utility"] >= UTILITY_FLOOR:  # the ratio floors, as the judge's now
+        metrics["utility_retained"] = metrics["model_utility"] / target["model_utility"]
     metrics["score"] = ev.tofu_score(metrics["model_utility"], target["model_utility"], fq)
     if p.replicas:
         fqs = [mt.forget_quality(_memo(p, f"replica {k}", -1, lambda r=r: _tofu(
@@ -251,7 +257,7 @@ def _relearning(model: nn.Module, p: Any, i: int, unlearned: dict[str, Tensor],
     before, after = measure(model, unlearned, sp), measure(model, attacked, sp)
     at_target = _memo(p, "target-held-back", i, lambda: measure(model, p.targets[i], sp))
     out = {names[0]: before, names[1]: after}
-    if at_target - before > 1e-6:
+    if at_target - before >= RECOVERY_FLOOR[str(s["benchmark"])]:
         out["relearn_recovery"] = (after - before) / (at_target - before)
     return out
 
@@ -305,9 +311,13 @@ def _smoke_cell(benchmark: str) -> tuple[Any, list[dict[str, Tensor]], nn.Module
     moved = {k: v + 0.05 * torch.randn(v.shape, generator=gen) for k, v in target.items()}
     private = Private(splits, [other], [replica] if benchmark == "tofu" else [], [target],
                       [{"target": "smoke", "retain": "smoke"}], f"bench-smoke-{benchmark}")
-    settings = {"relearn_steps": 2, "relearn_lr": 1e-3}
+    settings = {"relearn_steps": 2, "relearn_lr": 1e-3, "benchmark": benchmark}
     trajectory = [{k: v.clone() for k, v in target.items()}, moved, dict(moved)]
     return private, trajectory, TinyLM(fx.model_config(config)), settings, 0.0
+
+
+ADDED = {"privleak_loss", "privleak_zlib", "privleak_reference", "privleak_min_k_plus_plus",
+         "privleak_worst"}
 
 
 def _same(a: tuple[dict, dict], b: tuple[dict, dict]) -> bool:
@@ -316,7 +326,11 @@ def _same(a: tuple[dict, dict], b: tuple[dict, dict]) -> bool:
                           and math.isnan(x) and math.isnan(y))
 
     (ma, ca), (mb, cb) = a, b
-    return (ma.keys() == mb.keys() and all(equal(ma[k], mb[k]) for k in ma)
+    # the attack family PrivLeak gained after this bench's subject: only the judge as it
+    # is has it, and the numbers both compute must agree
+    if (ma.keys() ^ mb.keys()) - ADDED:
+        return False
+    return (all(equal(ma[k], mb[k]) for k in ma.keys() & mb.keys())
             and ca.keys() == cb.keys()
             and all(len(ca[k]) == len(cb[k]) and all(map(equal, ca[k], cb[k])) for k in ca))
 
