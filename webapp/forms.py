@@ -70,8 +70,9 @@ def _tuned_help() -> str:
                      f"{t.search_members + 5} trainings per variant against 5: "
                      f"about {(t.search_members + 5) / 5:.0f}× the default run)")
     return ("Besides the defaults, tune the objective's declared SEARCH_SPACE and the "
-            "suite's learning rate and weight decay with the same budget every objective "
-            "gets, on the suites with a tuned protocol (the others run at defaults only). "
+            "suite's learning rate (and weight decay where the suite tunes it) with the "
+            "same budget every objective gets, on the suites with a tuned protocol (the "
+            "others run at defaults only). "
             "Cost — " + "; ".join(parts) + ". Results appear on the suites' tuned track.")
 
 
