@@ -25,9 +25,8 @@ def check_tunable(suite: Suite, loaded: list[Any], sandbox: bool,
                            "sources at fixed settings: drop --factorial")
     untrained = [o.name for o in loaded if not suite.tunes(o.hooks)]
     if untrained:  # a lifted hook trains too (certified's CE)
-        named = suite.tuning.hooks or (suite.hooks[0], *suite.lifts)
         raise HarnessError(f"the tuned protocol on {suite.name} tunes objectives defining "
-                           f"{' or '.join(named)}; not: {', '.join(untrained)}")
+                           f"{' or '.join(suite.tunable_hooks)}; not: {', '.join(untrained)}")
     from harness.contract.registry import pipeline
 
     binds = pipeline(suite).binds_choices

@@ -222,16 +222,9 @@ def deploy_db():
     with psycopg.connect(ADMIN_URL, autocommit=True) as con:
         con.execute(f'CREATE DATABASE "{name}"')
     yield with_database(ADMIN_URL, name)
-    # an autovacuum worker there refuses a non-superuser's FORCE for a moment: retry
-    for attempt in range(20):
-        try:
-            with psycopg.connect(ADMIN_URL, autocommit=True) as con:
-                con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            break
-        except psycopg.errors.InsufficientPrivilege:
-            if attempt == 19:
-                raise
-            time.sleep(0.5)
+    from bench.pages import drop_database  # retried: autovacuum refuses a moment's FORCE
+
+    drop_database(ADMIN_URL, name)
 
 
 @pytest.fixture

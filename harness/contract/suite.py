@@ -462,12 +462,17 @@ class Suite:
         """Whether an objective defining ``hooks`` can be run by this suite."""
         return bool(set(self.accepted_hooks) & set(hooks))
 
+    @property
+    def tunable_hooks(self) -> tuple[str, ...]:
+        """The hooks the tuned protocol tunes: those ``Tuning.hooks`` names, else the
+        suite's training hook and those it lifts (not a post-hoc map)."""
+        named = self.tuning.hooks if self.tuning is not None else ()
+        return named or (self.hooks[0], *self.lifts)
+
     def tunes(self, hooks: Iterable[str]) -> bool:
         """Whether the tuned protocol has something to tune for an objective defining
-        ``hooks``: the suite's training hook or one it lifts (not a post-hoc map), or a
-        hook its ``Tuning.hooks`` names."""
-        named = self.tuning.hooks if self.tuning is not None else ()
-        return bool(set(named or (self.hooks[0], *self.lifts)) & set(hooks))
+        ``hooks`` (one of :attr:`tunable_hooks`)."""
+        return bool(set(self.tunable_hooks) & set(hooks))
 
     # --- variants ---
 

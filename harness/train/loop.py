@@ -17,7 +17,7 @@ recorded; the others train on unaffected.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,18 +221,24 @@ def with_state(hook: LossFn, *args: object, state: Tensor, index: Tensor,
     return out
 
 
-def each_member(hook: Callable[..., Tensor], *args: Tensor, **context: Any) -> Tensor:
+def each_member(hook: Callable[..., Tensor], *args: Tensor,
+                hyper: Mapping[str, Sequence[Any]] | None = None, **context: Any) -> Tensor:
     """A post-hoc hook (fit on validation outputs, applied to test outputs) on each member's
     slice of the member-stacked ``args`` ``[M, ...]``, its outputs stacked. A hook served
     from the sandbox (:mod:`harness.sandbox.remote`) sends member ``m``'s slice to member ``m``'s
-    server; here it is a loop, so the hook may optimise with autograd inside."""
+    server; here it is a loop, so the hook may optimise with autograd inside. ``hyper``:
+    each member's own hyperparameter values, ``{name: [M values]}`` (a tuned run's trials;
+    a server binds its own at load, so a served hook takes none)."""
     batched = getattr(hook, "each_member", None)
     if batched is not None:
+        if hyper:
+            raise ValueError("a served hook binds its hyperparameters at load")
         return batched(*args, **context)
     outs = []
     for m in range(args[0].shape[0]):
+        own = {"hyper": {k: v[m] for k, v in hyper.items()}} if hyper else {}
         try:
-            out = hook(*(a[m] for a in args), **{
+            out = hook(*(a[m] for a in args), **own, **{
                 k: v[m] if isinstance(v, Tensor) else v for k, v in context.items()})
         except Exception as exc:  # the objective's own failure: a failed cell, not a crash
             raise ObjectiveRuntimeError(_describe(exc)) from exc

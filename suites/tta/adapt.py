@@ -178,15 +178,8 @@ class Adapter:
             return probs
         from harness.train import each_member
 
-        if self.hyper:
-            try:
-                out = torch.stack([self.adjust(probs[i], features[i].detach(),
-                                               progress=progress, hyper=self._own(i))
-                                   for i in range(self.members)])
-            except Exception as exc:  # the objective's own failure: a failed cell
-                raise ObjectiveRuntimeError(_describe(exc)) from exc
-        else:
-            out = each_member(self.adjust, probs, features.detach(), progress=progress)
+        out = each_member(self.adjust, probs, features.detach(), progress=progress,
+                          hyper=self.hyper)
         if not isinstance(out, Tensor) or tuple(out.shape) != tuple(probs.shape):
             got = tuple(out.shape[1:]) if isinstance(out, Tensor) else type(out).__name__
             message = (f"{ADJUST} must return probabilities of the batch's shape "

@@ -206,29 +206,28 @@ def mia_scores(model: nn.Module, params: Mapping[str, Tensor], passages: Encoded
     """Every attack's score of each passage (``mt.MIA_ATTACKS``; larger = less likely),
     from one scoring pass; ``reference``: a reference model's token log-probabilities of the
     same passages (no reference attack without it)."""
-    sc = score(model, params, passages)
-    mus, variances = vocab_moments(model, params, passages)
-    out = {"min_k": [mt.min_k_score(t, k=MIN_K) for t in sc.token_logprobs],
-           "loss": [mt.loss_score(t) for t in sc.token_logprobs],
+    logprobs, targets, mus, variances = scored_with_moments(model, params, passages)
+    out = {"min_k": [mt.min_k_score(t, k=MIN_K) for t in logprobs],
+           "loss": [mt.loss_score(t) for t in logprobs],
            "zlib": [mt.zlib_score(t, codec.decode(ids.tolist()))
-                    for t, ids in zip(sc.token_logprobs, sc.target, strict=True)],
+                    for t, ids in zip(logprobs, targets, strict=True)],
            "min_k_plus_plus": [mt.min_k_plus_plus_score(t, mu, var, k=MIN_K) for t, mu, var
-                               in zip(sc.token_logprobs, mus, variances, strict=True)]}
+                               in zip(logprobs, mus, variances, strict=True)]}
     if reference is not None:
         out["reference"] = [mt.reference_score(t, r) for t, r
-                            in zip(sc.token_logprobs, reference, strict=True)]
+                            in zip(logprobs, reference, strict=True)]
     return {k: np.array(v) for k, v in out.items()}
 
 
 @torch.inference_mode()
-def vocab_moments(model: nn.Module, params: Mapping[str, Tensor], enc: Encoded,
-                  chunk: int = 512) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per sequence, at each counted position, the mean and variance of ``log p`` over the
-    vocabulary under ``p`` itself (Min-K%++'s standardisation), in float64. Its own pass
-    beside :func:`suites.unlearning.lm.score`, which the fixtures' key covers: a change
-    there would rebuild every fixture model."""
-    mus: list[np.ndarray] = []
-    variances: list[np.ndarray] = []
+def scored_with_moments(model: nn.Module, params: Mapping[str, Tensor], enc: Encoded,
+                        chunk: int = 512) -> tuple[list[np.ndarray], ...]:
+    """Per sequence, from one forward pass: its counted tokens' log-probabilities and the
+    tokens (exactly as :func:`suites.unlearning.lm.score` computes them), and at each
+    counted position the mean and variance of ``log p`` over the vocabulary under ``p``
+    itself, in float64 (Min-K%++'s standardisation). Written beside ``lm.score`` because
+    ``lm.py`` is in the fixtures' key: changing it would rebuild every fixture model."""
+    logprobs, targets, mus, variances = [], [], [], []
     device = next(iter(params.values())).device
     for lo in range(0, len(enc), chunk):
         attention = torch.from_numpy(enc.attention[lo:lo + chunk])
@@ -238,15 +237,21 @@ def vocab_moments(model: nn.Module, params: Mapping[str, Tensor], enc: Encoded,
             return torch.from_numpy(a[lo:lo + chunk, :width]).to(device)  # noqa: B023
 
         mask = part(enc.mask) > 0
-        logp = counted_logits(model, params, part(enc.input_ids), part(enc.attention),
-                              mask).double().log_softmax(-1)
-        mu = (logp.exp() * logp).sum(-1)
-        var = (logp.exp() * logp.square()).sum(-1) - mu.square()
+        logits = counted_logits(model, params, part(enc.input_ids), part(enc.attention),
+                                mask).float()
+        target = part(enc.labels)[mask]
+        token = logits.log_softmax(-1).gather(-1, target[:, None]).squeeze(-1).double().cpu()
+        every = logits.double().log_softmax(-1)
+        mu = (every.exp() * every).sum(-1)
+        var = ((every.exp() * every.square()).sum(-1) - mu.square()).cpu()
+        mu, target = mu.cpu(), target.cpu()
         ends = mask.sum(-1).cumsum(0).tolist()
         for start, end in zip([0, *ends[:-1]], ends, strict=True):
-            mus.append(mu[start:end].cpu().numpy())
-            variances.append(var[start:end].cpu().numpy())
-    return mus, variances
+            logprobs.append(token[start:end].numpy())
+            targets.append(target[start:end].numpy())
+            mus.append(mu[start:end].numpy())
+            variances.append(var[start:end].numpy())
+    return logprobs, targets, mus, variances
 
 
 def token_logprobs(model: nn.Module, params: Mapping[str, Tensor], passages: Encoded
