@@ -161,7 +161,10 @@ CURVE_SPEC = obj({
     "x_values": nullable({**STR, "description": "the stored curve holding the x values; "
                                                 "null: 1, 2, ..., n"}),
     "unit": STR,
-}, {"x_unit": STR, "decimals": INT, "log": BOOL, "drawn": BOOL})
+}, {"x_unit": STR, "decimals": INT, "log": BOOL, "drawn": BOOL,
+    "x_ticks": {"type": "array", "items": STR,
+                "description": "names of the points 1, 2, ..., n (categories: attacks); "
+                               "empty for a numeric axis"}})
 
 VARIANT = obj({
     "name": STR,

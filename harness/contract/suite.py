@@ -136,6 +136,9 @@ class Axis:
 
     label: str  # "epoch", "ε", "severity", "batch", "unlearning step"
     unit: str = ""
+    # categories in place of numbers: point k (1, 2, …) is named ticks[k - 1] ("unlearned",
+    # "relearned", "4-bit"); a curve on such an axis has one point per tick
+    ticks: tuple[str, ...] = ()
 
 
 EPOCH = Axis("epoch")
@@ -161,8 +164,9 @@ class CurveSpec:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "label": self.label, "x_label": self.x.label,
-                "x_unit": self.x.unit, "unit": self.unit, "decimals": self.decimals,
-                "log": self.log, "x_values": self.x_values, "drawn": self.drawn}
+                "x_unit": self.x.unit, "x_ticks": list(self.x.ticks), "unit": self.unit,
+                "decimals": self.decimals, "log": self.log, "x_values": self.x_values,
+                "drawn": self.drawn}
 
 
 @dataclass(frozen=True)

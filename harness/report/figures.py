@@ -352,6 +352,11 @@ def curves(payload: Mapping | None) -> Figure:
         x_unit = f" ({escape(spec['x_unit'])})" if spec.get("x_unit") else ""
         layout[_axis_key("x", k)] = {"title": {"text": x_name + x_unit}, "gridcolor": GRID,
                                      "zeroline": False}
+        ticks = [escape(t) for t in spec.get("x_ticks") or []]
+        if ticks:  # named points (attacks): their names on the axis and in the hover
+            layout[_axis_key("x", k)] |= {"tickvals": list(range(1, len(ticks) + 1)),
+                                          "ticktext": ticks}
+        at = "%{customdata}" if ticks else f"{x_name} %{{x}}"
         layout[_axis_key("y", k)] = {"title": {"text": title + _unit(spec)}, "gridcolor": GRID,
                                      "zeroline": False, "type": "log" if spec.get("log")
                                      else "linear", "exponentformat": "power",
@@ -365,11 +370,12 @@ def curves(payload: Mapping | None) -> Figure:
             if not ref:
                 traces.append(_band(x, [f(v) for v in c["low"]], [f(v) for v in c["high"]],
                                     color, axes, label))
+            named = {"customdata": ticks[:len(x)]} if ticks else {}
             traces.append({
                 "x": x, "y": [f(v) for v in c["mean"]], "type": "scatter",
                 "name": f"{who} mean", "legendgroup": who, "showlegend": k == 0, **axes,
-                "line": _line(color, 2, reference=ref),
-                "hovertemplate": f"{who} {x_name} %{{x}}: %{{y{fmt}}}<extra>{title}</extra>"})
+                "line": _line(color, 2, reference=ref), **named,
+                "hovertemplate": f"{who} {at}: %{{y{fmt}}}<extra>{title}</extra>"})
             seeds = c.get("seeds") or {}
             for seed in _seed_keys(seeds):
                 ys = seeds[seed]
@@ -377,9 +383,8 @@ def curves(payload: Mapping | None) -> Figure:
                     "x": x[:len(ys)], "y": [f(v) for v in ys], "type": "scatter",
                     "name": f"{who} seed {seed}", "visible": "legendonly",
                     "legendgroup": f"{who}/{seed}", "showlegend": k == 0, **axes,
-                    "line": _line(color, 1), "opacity": 0.6,
-                    "hovertemplate": f"seed {seed} {x_name} %{{x}}: %{{y{fmt}}}"
-                                     "<extra></extra>"})
+                    "line": _line(color, 1), "opacity": 0.6, **named,
+                    "hovertemplate": f"seed {seed} {at}: %{{y{fmt}}}<extra></extra>"})
     return {"data": traces, "layout": layout}
 
 

@@ -269,15 +269,10 @@ def muse(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
     rest of ``mt.MIA_ATTACKS`` (the reference attack given a reference model's token
     log-probabilities of the forget and holdout passages). Not for a ``trajectory_point``:
     the trajectories show VerbMem and KnowMem only."""
-    assert s.verbmem is not None and s.mia_forget is not None and s.mia_holdout is not None
-    gens = [s.codec.decode(g) for g in generate(model, params, s.verbmem.prompts,
-                                                 s.verbmem_new_tokens, s.codec.eos)]
-    out = {"verbmem_forget": float(np.mean(mt.rouge_l_f1(s.verbmem.continuations,
-                                                         gens)) * 100),
-           "knowmem_forget": float(np.mean(mt.rouge_l_f1(
-               s.forget.answers, _answers(model, params, s, s.forget))) * 100),
-           "knowmem_retain": float(np.mean(mt.rouge_l_f1(
-               s.retain.answers, _answers(model, params, s, s.retain))) * 100)}
+    assert s.mia_forget is not None and s.mia_holdout is not None
+    out = {"verbmem_forget": verbmem(model, params, s),
+           "knowmem_forget": knowmem(model, params, s, s.forget),
+           "knowmem_retain": knowmem(model, params, s, s.retain)}
     if trajectory_point:
         return out
     # The membership AUC: P(a forget passage looks more familiar than a holdout one), i.e.
@@ -319,8 +314,27 @@ def held_back_prob(model: nn.Module, params: Mapping[str, Tensor], s: Splits) ->
 
 def held_back_knowmem(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> float:
     assert s.held_back is not None
-    return float(np.mean(mt.rouge_l_f1(s.held_back.answers,
-                                       _answers(model, params, s, s.held_back))) * 100)
+    return knowmem(model, params, s, s.held_back)
+
+
+def verbmem(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> float:
+    """MUSE's VerbMem: ROUGE-L F1 ×100 of the greedy continuations of the forget passages'
+    openings against their rest."""
+    assert s.verbmem is not None, "VerbMem needs the forget passages"
+    gens = [s.codec.decode(g) for g in generate(model, params, s.verbmem.prompts,
+                                                 s.verbmem_new_tokens, s.codec.eos)]
+    return float(np.mean(mt.rouge_l_f1(s.verbmem.continuations, gens)) * 100)
+
+
+def forget_prob(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> float:
+    """TOFU's forget probability alone (no other split scored, nothing decoded)."""
+    return float(mt.probability(score(model, params, s.forget.answer).normalized))
+
+
+def knowmem(model: nn.Module, params: Mapping[str, Tensor], s: Splits, split: QASplit
+            ) -> float:
+    """MUSE's KnowMem of ``split``: ROUGE-L F1 ×100 of the greedy answers."""
+    return float(np.mean(mt.rouge_l_f1(split.answers, _answers(model, params, s, split))) * 100)
 
 
 def tofu_score(utility: float, target_utility: float, fq: float) -> float:

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from harness.contract.memo import once
 from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
+from suites.unlearning import quantize
 from suites.unlearning.spec import RECOVERY_FLOOR, UTILITY_FLOOR
 
 if TYPE_CHECKING:
@@ -71,9 +72,29 @@ def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
         prob_curve.append(m["forget_prob"])
     metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_prob,
                            ("held_back_prob", "relearn_forget_prob"), withheld)
+
+    def rounded(params: dict[str, Tensor], utility: bool) -> dict[str, float]:
+        if utility:  # the forget numbers are part of a trajectory point's
+            m, r = ev.tofu(model, params, sp, trajectory_point=True)
+        else:
+            m, r = {"forget_prob": ev.forget_prob(model, params, sp)}, ev.truth_ratios(
+                model, params, sp.forget)
+        return {"forget_prob": m["forget_prob"],
+                "forget_truth_ratio": float(mt.truth_ratio_forget(r)),
+                "log_forget_quality": float(np.log10(max(mt.forget_quality(r, r_retain)[0],
+                                                         1e-300))),
+                **({"model_utility": m["model_utility"]} if utility else {})}
+
+    quantized, stages = _quantization(
+        model, p, i, trajectory[-1], s, rounded,
+        ("forget_prob", lambda params: ev.forget_prob(model, params, sp)), ev.held_back_prob,
+        (final["forget_prob"], target["forget_prob"]), withheld)
+    metrics |= quantized
     curves = {"epochs": [float(e) for e in range(len(trajectory) + 1)],
               "fq_trajectory": fq_curve, "mu_trajectory": mu_curve,
-              "forget_prob_trajectory": prob_curve}
+              "forget_prob_trajectory": prob_curve,
+              "held_back_under_attack": [metrics["held_back_prob"],
+                                         metrics["relearn_forget_prob"], *stages]}
     return metrics, curves
 
 
@@ -112,10 +133,21 @@ def muse_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
                 "target_privleak": mt.privleak(target["auc"], retain["auc"])}
     metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_knowmem,
                            ("held_back_knowmem", "relearn_knowmem_forget"), withheld)
+    quantized, stages = _quantization(
+        model, p, i, trajectory[-1], s,
+        lambda params, utility: {"verbmem_forget": ev.verbmem(model, params, sp),
+                                 "knowmem_forget": ev.knowmem(model, params, sp, sp.forget),
+                                 **({"knowmem_retain": ev.knowmem(model, params, sp, sp.retain)}
+                                    if utility else {})},
+        ("knowmem_forget", lambda params: ev.knowmem(model, params, sp, sp.forget)),
+        ev.held_back_knowmem, (final["knowmem_forget"], target["knowmem_forget"]), withheld)
+    metrics |= quantized
     curves = {"epochs": [float(e) for e in range(len(curve))],
               "verbmem_trajectory": [c["verbmem_forget"] for c in curve],
               "knowmem_forget_trajectory": [c["knowmem_forget"] for c in curve],
-              "knowmem_retain_trajectory": [c["knowmem_retain"] for c in curve]}
+              "knowmem_retain_trajectory": [c["knowmem_retain"] for c in curve],
+              "held_back_under_attack": [metrics["held_back_knowmem"],
+                                         metrics["relearn_knowmem_forget"], *stages]}
     return metrics, curves
 
 
@@ -141,6 +173,47 @@ def _relearning(model: nn.Module, p: Private, i: int, unlearned: dict[str, Tenso
                                         f"{at_target - before:.3g}, under the floor {floor}: "
                                         f"a share of that drop is noise")
     return out
+
+
+def _quantization(model: nn.Module, p: Private, i: int, unlearned: dict[str, Tensor],
+                  s: Mapping[str, Any],
+                  measure: Callable[[dict[str, Tensor], bool], dict[str, float]],
+                  anchor: tuple[str, Callable[[dict[str, Tensor]], float]],
+                  held_back: Callable[..., float], levels: tuple[float, float],
+                  withheld: dict[str, str]) -> tuple[dict[str, float], list[float]]:
+    """The quantization attack (:mod:`suites.unlearning.quantize`): ``measure`` (the suite's
+    forget numbers, and its utility where the scheme says) of the unlearned model after
+    each rounding, the retain
+    model's ``anchor`` number after each, and ``quant_recovery``, the share of the way
+    from the unlearned model's ``anchor`` back to the target's (``levels``) that 4-bit
+    rounding per channel brings (withheld under the suite's ``RECOVERY_FLOOR``, as
+    relearning's); and per rounding the ``held_back`` number (the relearning attack's
+    measure, on the forget questions it does not train on), for the robustness curve. The
+    target row's roundings are computed once per seed in a run."""
+    name, number = anchor
+    same = _same(unlearned, p.targets[i])
+    out: dict[str, float] = {}
+    stages: list[float] = []
+    for scheme in quantize.schemes(int(s["quant_group"])):
+        def attacked(sc: quantize.Scheme = scheme) -> tuple[dict[str, float], float]:
+            rounded = quantize.quantized(model, unlearned, sc)
+            return measure(rounded, sc.utility), held_back(model, rounded, p.splits)
+
+        values, held = memo(p, f"target {scheme.name}", i, attacked) if same else attacked()
+        out |= {f"{scheme.name}_{k}": v for k, v in values.items()}
+        stages.append(held)
+        out[f"retain_model_{scheme.name}_{name}"] = memo(
+            p, f"retain {scheme.name} {name}", i,
+            lambda sc=scheme: number(quantize.quantized(model, p.retain[i], sc)))
+    before, at_target = levels
+    floor = RECOVERY_FLOOR[str(s["benchmark"])]
+    if at_target - before >= floor:
+        out["quant_recovery"] = (out[f"int4_{name}"] - before) / (at_target - before)
+    elif not same:  # the target row has nothing to recover
+        withheld["quant_recovery"] = (f"unlearning lowered {name} by {at_target - before:.3g},"
+                                      f" under the floor {floor}: a share of that drop is "
+                                      f"noise")
+    return out, stages
 
 
 def _evaluated(points: list[dict[str, Tensor]], first: Any,

@@ -40,6 +40,10 @@ SETTINGS: dict[str, Any] = {
     # forget entity (both questions of each), then measure the others.
     "relearn_attributes": 2, "relearn_steps": 10, "relearn_lr": 1e-3,
     "max_new_tokens": 32,
+    # Quantization attack (trusted, after unlearning; suites/unlearning/quantize.py): the
+    # unlearned linear weights rounded to 8 and 4 bits per output channel, and to 4 bits
+    # in groups of this many inputs.
+    "quant_group": 32,
 }
 
 EPOCH_AXIS = Axis("unlearning epoch")
@@ -70,6 +74,16 @@ def trajectory(name: str, label: str, unit: str = "number", log: bool = False) -
 
 
 EPOCHS_CURVE = CurveSpec("epochs", "unlearning epoch", EPOCH_AXIS, drawn=False)
+
+# The robustness view: one number of the unlearned model, then after each attack.
+ATTACK_AXIS = Axis("attack", ticks=("unlearned", "relearned", "8-bit", "4-bit",
+                                    "4-bit grouped"))
+
+
+def under_attack(label: str) -> CurveSpec:
+    """``label`` (measured on the forget questions the relearning attack does not train
+    on) for the unlearned model and after each attack: relearning, then each rounding."""
+    return CurveSpec("held_back_under_attack", label, ATTACK_AXIS)
 
 
 # The tuned protocol (docs/tuning.md), the same on both suites: AdamW's learning rate a
@@ -105,3 +119,37 @@ VALIDATION_METRICS = (
                            "stops at), else minus the gap above that bar: every trial that "
                            "forgot ranks above every one that did not."),
 )
+
+
+# The quantization attack's roundings (suites.unlearning.quantize.schemes, which needs
+# torch): a name and what the columns call it.
+QUANT_SCHEMES = (("int8", "8-bit"), ("int4", "4-bit"), ("int4_group", "4-bit grouped"))
+GROUPED = f", one scale per {SETTINGS['quant_group']} inputs"
+
+
+def quantization_metrics(measured: tuple[tuple[str, str, str, str], ...],
+                         utility: tuple[str, str, str, str], anchor: str, recovery: str,
+                         decimals: int) -> tuple[MetricSpec, ...]:
+    """What the quantization attack adds to a suite's metrics: each of ``measured``
+    (name, label, better, short) after each rounding, ``utility`` after 4 bits per channel
+    (``quantize.schemes``), the retain model's ``anchor`` after each rounding (what it
+    does to a model that never learned the forget set), and ``quant_recovery`` described
+    by ``recovery``."""
+    out = [MetricSpec(f"{q}_{name}", f"{label} after {text}", better=better,
+                      decimals=decimals, short=f"{short} {q}",
+                      description=f"{label} of the unlearned model with its linear weights "
+                                  f"rounded to {text} (round-to-nearest"
+                                  f"{GROUPED if 'group' in q else ', per output channel'}).")
+           for q, text in QUANT_SCHEMES for name, label, better, short in (
+               *measured, *((utility,) if q == "int4" else ()))]
+    label = next(m[1] for m in measured if m[0] == anchor)
+    out += [MetricSpec(f"retain_model_{q}_{anchor}", f"retain model's {label} after {text}",
+                       better="neither", decimals=decimals, short=f"{anchor} {q}(ret)",
+                       description=f"The seed's retain model rounded the same way: what "
+                                   f"{text} rounding does to a model that never learned "
+                                   f"the forget set.")
+            for q, text in QUANT_SCHEMES]
+    out.append(MetricSpec("quant_recovery", "knowledge recovered by 4-bit quantization",
+                          better="lower", decimals=3, short="q4 recov.",
+                          description=recovery))
+    return tuple(out)

@@ -29,7 +29,9 @@ from suites.unlearning.spec import (
     UNLEARNING_LOSS,
     VALIDATION_METRICS,
     fixtures,
+    quantization_metrics,
     trajectory,
+    under_attack,
 )
 
 
@@ -91,6 +93,14 @@ METRICS = (
        "gold standard; templates overlap, so it is not 0)."),
     _m("target_privleak", "target's PrivLeak", "neither", "PrivLeak(tgt)",
        "PrivLeak of the seed's target before unlearning (≫ 0: it remembers)."),
+    *quantization_metrics(
+        (("verbmem_forget", "VerbMem on forget passages", "lower", "VerbMem"),
+         ("knowmem_forget", "KnowMem on forget QA", "lower", "KnowMem f")),
+        ("knowmem_retain", "KnowMem on retained QA", "higher", "KnowMem r"), "knowmem_forget",
+        "(KnowMem f after 4-bit − KnowMem f unlearned) / (KnowMem f target − KnowMem f "
+        "unlearned), 4-bit round-to-nearest per output channel: the share of the forgotten "
+        "answers rounding brings back. Withheld (–) when unlearning lowered KnowMem f by "
+        "less than 5 points (the cell's info says so).", decimals=1),
     *VALIDATION_METRICS,  # a tuned search's, on the data an unlearner holds
 )
 
@@ -100,6 +110,7 @@ CURVES = (
     trajectory("knowmem_forget_trajectory", "KnowMem (forget)"),
     trajectory("knowmem_retain_trajectory", "KnowMem (retain)"),
     CurveSpec("train_loss", "unlearning loss"),
+    under_attack("KnowMem, held-back forget QA"),  # the robustness view
 )
 
 SUITE = Suite(

@@ -29,7 +29,9 @@ from suites.unlearning.spec import (
     UNLEARNING_LOSS,
     VALIDATION_METRICS,
     fixtures,
+    quantization_metrics,
     trajectory,
+    under_attack,
 )
 
 
@@ -92,6 +94,15 @@ METRICS = (
        "Model utility of the seed's retain model (the gold standard)."),
     _m("target_utility", "target model's utility", "neither", "MU(tgt)",
        "Model utility of the seed's target model before unlearning."),
+    *quantization_metrics(
+        (("forget_prob", "forget probability", "lower", "P(f)"),
+         ("forget_truth_ratio", "forget truth ratio", "higher", "TR(f)"),
+         ("log_forget_quality", "log10 forget quality", "higher", "log FQ")),
+        ("model_utility", "model utility", "higher", "MU"), "forget_prob",
+        "(P(f) after 4-bit − P(f) unlearned) / (P(f) target − P(f) unlearned), 4-bit "
+        "round-to-nearest per output channel: the share of the forgotten probability "
+        "rounding brings back. Withheld (–) when unlearning lowered P(f) by less than "
+        "0.05 (the cell's info says so).", decimals=3),
     *VALIDATION_METRICS,  # a tuned search's, on the data an unlearner holds
 )
 
@@ -101,6 +112,7 @@ CURVES = (
     trajectory("mu_trajectory", "model utility"),
     trajectory("forget_prob_trajectory", "forget probability"),
     CurveSpec("train_loss", "unlearning loss"),
+    under_attack("forget probability, held-back questions"),  # the robustness view
 )
 
 

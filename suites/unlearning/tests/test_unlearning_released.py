@@ -290,6 +290,20 @@ def test_tofu_released_metrics_match_a_direct_evaluation(root):
 
     assert cell.metrics["forget_quality"] == pytest.approx(mt.forget_quality(r_target,
                                                                              r_retain)[0])
+    # the quantization attack on a transformers model: its linear layers rounded, not its
+    # embeddings or output head, and the numbers those weights give
+    from suites.unlearning.quantize import linear_weights, quantized, schemes
+
+    rounded = linear_weights(model)
+    assert len(rounded) == 2 * 7 and not any("embed" in k or "lm_head" in k for k in rounded)
+    for scheme in schemes(32):
+        expected, _ = ev.tofu(model, quantized(model, target, scheme), splits,
+                              trajectory_point=True)
+        assert cell.metrics[f"{scheme.name}_forget_prob"] == pytest.approx(
+            expected["forget_prob"], abs=1e-12)
+        if scheme.utility:
+            assert cell.metrics[f"{scheme.name}_model_utility"] == pytest.approx(
+                expected["model_utility"], abs=1e-12)
 
 
 def test_tofu_released_gradient_ascent_unlearns_and_relearning_is_measured(root):

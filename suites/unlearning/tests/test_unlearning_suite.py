@@ -22,6 +22,7 @@ from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
 from suites.unlearning.fixtures import codec, corpus, model_config, params_of
 from suites.unlearning.model import TinyLM
+from suites.unlearning.quantize import quantized, schemes
 from suites.unlearning.spec import FIXTURE_TRAINING, MODEL, VALIDATION_METRICS
 
 pytestmark = pytest.mark.slow
@@ -86,7 +87,20 @@ def test_the_target_row_is_the_target_model_itself():
     assert len(set(cell.curves["mu_trajectory"])) == 1
     assert len(cell.curves["fq_trajectory"]) == EPOCHS + 1
     searched = {m.name for m in VALIDATION_METRICS}  # a tuned search's alone
-    assert set(cell.metrics) == {m.name for m in TOFU.metrics} - {"relearn_recovery"} - searched
+    assert set(cell.metrics) == {m.name for m in TOFU.metrics} - searched - {
+        "relearn_recovery", "quant_recovery"}  # nothing to recover from the target itself
+    # the quantization attack: the rounded target and retain models, evaluated here
+    for scheme in schemes(TOFU.settings["quant_group"]):
+        rounded, _ = ev.tofu(model, quantized(model, target, scheme), splits,
+                             trajectory_point=True)
+        assert cell.metrics[f"{scheme.name}_forget_prob"] == rounded["forget_prob"]
+        assert cell.metrics.get(f"{scheme.name}_model_utility") == (
+            rounded["model_utility"] if scheme.utility else None)
+        assert cell.metrics[f"retain_model_{scheme.name}_forget_prob"] == ev.forget_prob(
+            model, quantized(model, retain, scheme), splits)
+    # 8 bits barely move a model; 4 bits move it more
+    assert abs(cell.metrics["int8_forget_prob"] - expected["forget_prob"]) < abs(
+        cell.metrics["int4_forget_prob"] - expected["forget_prob"])
 
 
 def test_gradient_ascent_moves_away_from_the_target_and_its_trajectory_starts_there():
@@ -117,8 +131,14 @@ def test_a_recovery_share_of_a_drop_under_the_floor_is_withheld_with_the_reason(
         cell.metrics["held_back_prob"]
     assert drop < RECOVERY_FLOOR["tofu"] and "relearn_recovery" not in cell.metrics
     assert "under the floor 0.05" in cell.info["withheld"]["relearn_recovery"]
+    target = built_in(TOFU.name, "target", "forget05")[0].metrics
+    if target["forget_prob"] - cell.metrics["forget_prob"] < RECOVERY_FLOOR["tofu"]:
+        assert "under the floor" in cell.info["withheld"]["quant_recovery"]
     (ga,) = built_in(TOFU.name, "grad_ascent", "forget05")
     assert "relearn_recovery" in ga.metrics and "withheld" not in ga.info
+    m = ga.metrics  # the share 4-bit rounding brings back of what unlearning took
+    assert m["quant_recovery"] == pytest.approx(
+        (m["int4_forget_prob"] - m["forget_prob"]) / (target["forget_prob"] - m["forget_prob"]))
 
 
 def test_cells_repeat_exactly_and_seeds_differ():
@@ -248,7 +268,7 @@ def test_a_loss_that_exhausts_memory_is_a_memory_failure():
 def test_muse_reports_memorisation_knowledge_and_privacy_leakage():
     (target,), (ga,) = (built_in(MUSE.name, n, "forget10") for n in ("target", "grad_ascent"))
     declared = {m.name for m in MUSE.metrics} - {m.name for m in VALIDATION_METRICS}
-    assert set(target.metrics) == declared - {"relearn_recovery"}
+    assert set(target.metrics) == declared - {"relearn_recovery", "quant_recovery"}
     assert target.metrics["privleak"] == pytest.approx(target.metrics["target_privleak"])
     assert target.metrics["verbmem_forget"] == pytest.approx(target.metrics["target_verbmem"])
     assert target.metrics["score"] == pytest.approx(0.5)
@@ -268,3 +288,10 @@ def test_muse_reports_memorisation_knowledge_and_privacy_leakage():
         assert cell.info["privleak_worst_attack"] == worst
         assert cell.metrics["privleak_worst"] == family[worst]
     assert len({round(v, 6) for v in family.values()}) > 1  # the attacks disagree
+    # the quantization attack: the target's own numbers after rounding, recomputed here
+    model = TinyLM(model_config({**MODEL, **FIXTURE_TRAINING, "benchmark": "muse"}))
+    params = params_of(fixtures.load(MUSE, "target", 0).arrays)
+    splits = ev.splits("muse", corpus(0), codec(0), 10, 2, 32)
+    rounded = ev.muse(model, quantized(model, params, schemes(32)[1]), splits,
+                      trajectory_point=True)
+    assert {k: target.metrics[f"int4_{k}"] for k in rounded} == rounded
