@@ -233,17 +233,22 @@ def _check_declared(suite: Suite, results: list[CellResult]) -> None:
     computes something its suite forgot to declare fails loudly, before anything is
     written (the pages, tables and exports only know declared ones)."""
     metrics = {m.name for m in suite.metrics}
-    curves = {c.name for c in suite.curves}
+    curves = {c.name: c for c in suite.curves}
     for r in results:
         suite.variant(r.variant)
         for name in r.metrics:
             if name not in metrics:
                 raise ValueError(f"suite {suite.name!r}: undeclared metric {name!r} in a "
                                  f"result (declare it in Suite.metrics)")
-        for name in r.curves:
+        for name, values in r.curves.items():
             if name not in curves:
                 raise ValueError(f"suite {suite.name!r}: undeclared curve {name!r} in a "
                                  f"result (declare it in Suite.curves)")
+            ticks = curves[name].x.ticks  # named points: a value per name, no more
+            if ticks and r.status == "ok" and len(values) != len(ticks):
+                raise ValueError(f"suite {suite.name!r}: curve {name!r} has {len(values)} "
+                                 f"points for the {len(ticks)} named on its axis "
+                                 f"({', '.join(ticks)})")
 
 
 # --- the cell lifecycle ------------------------------------------------------------------

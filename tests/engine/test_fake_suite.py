@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,14 @@ def test_storage_refuses_what_the_suite_did_not_declare(stored):
     with pytest.raises(ValueError, match="undeclared metric 'accuracy'"):
         store.store_results(version, stored, [CellResult(
             "clean", 9, "ok", {"accuracy": 1.0})], ENV)
+    # a curve on named points holds one value per name
+    from harness.contract.suite import Axis, CurveSpec
+
+    named = replace(stored, curves=(*stored.curves, CurveSpec(
+        "attacks", "after each attack", Axis("attack", ticks=("none", "relearned")))))
+    with pytest.raises(ValueError, match="3 points for the 2 named on its axis"):
+        store.store_results(version, named, [CellResult(
+            "clean", 9, "ok", {"rmse": 1.0}, {"attacks": [1.0, 2.0, 3.0]})], ENV)
     assert not Cell.objects.filter(suite=NAME, seed=9).exists()  # nothing half-written
 
 

@@ -273,6 +273,26 @@ def test_curves_panels_bands_and_legend_only_seeds():
     assert grad["hovertemplate"] == "gce step %{x}: %{y:.2f}<extra>gradient norm</extra>"
 
 
+def test_a_curve_on_named_points_shows_their_names_on_the_axis_and_in_the_hover():
+    """The unlearning suites' robustness view: points 1..5 are attacks, not numbers."""
+    ticks = ["unlearned", "relearned", "8-bit", "4-bit", "4-bit <grouped>"]
+    spec = {**CURVE_SPECS[1], "name": "attacks", "x_label": "attack", "x_unit": "",
+            "log": False, "x_ticks": ticks}
+    curve = {"x": [1, 2, 3, 4, 5], "mean": [0.1, 0.5, 0.1, 0.3, 0.2], "n": [2] * 5,
+             "low": [0.0] * 5, "high": [0.6] * 5, "seeds": {"0": [0.1, 0.4, 0.1, 0.3, 0.2]}}
+    fig = build("curves", {"variant": "forget10", "specs": [spec], "by_label": {
+        "npo": {"is_reference": False, "curves": {"attacks": curve}}}})
+    axis = fig["layout"]["xaxis"]
+    shown = ["unlearned", "relearned", "8-bit", "4-bit", "4-bit &lt;grouped&gt;"]
+    assert axis["tickvals"] == [1, 2, 3, 4, 5] and axis["ticktext"] == shown  # escaped
+    _, mean, seed = fig["data"]
+    assert mean["customdata"] == shown and seed["customdata"] == shown
+    assert mean["hovertemplate"] == "npo %{customdata}: %{y:.2f}<extra>gradient norm</extra>"
+    # a numeric axis has none of it
+    plain = build("curves", CURVES)
+    assert "tickvals" not in plain["layout"]["xaxis"] and "customdata" not in plain["data"][1]
+
+
 def test_curves_wrap_at_three_panels_per_row_and_say_when_there_are_none():
     specs = [{**CURVE_SPECS[1], "name": f"c{i}", "label": f"curve {i}"} for i in range(4)]
     curve = CURVES["by_label"]["gce"]["curves"]["grad_norm"]

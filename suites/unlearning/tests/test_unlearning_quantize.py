@@ -71,3 +71,18 @@ def test_the_mini_models_linear_weights_are_rounded_and_nothing_else():
                 else out[k] is v, k
     with pytest.raises(ValueError, match="linear weights"):
         quantized(model, {"embed.weight": params["embed.weight"]}, Scheme("int4", 4))
+
+
+def test_a_move_smaller_than_half_a_step_rounds_back_to_the_grid_point():
+    """The attack's premise (Zhang et al.): unlearning that moves an on-grid model's weights
+    by less than half a rounding step (its largest weight per row left in place) is undone
+    exactly by rounding; a larger move is not."""
+    gen = torch.Generator().manual_seed(7)
+    target = rtn(torch.randn(16, 64, generator=gen, dtype=torch.float64), 4)
+    step = target.abs().amax(1, keepdim=True) / 7
+    keep = target.abs() == target.abs().amax(1, keepdim=True)  # the rows' scales stay
+    small = torch.where(keep, 0.0, (torch.rand(16, 64, generator=gen, dtype=torch.float64)
+                                    - 0.5) * 0.9 * step)
+    assert torch.equal(rtn(target + small, 4), target)
+    large = torch.where(keep, 0.0, 1.5 * step)
+    assert not torch.equal(rtn(target + large, 4), target)
