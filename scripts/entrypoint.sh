@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Entry point of the image (web and workers are the same image; see docker-compose.yml).
 #
-#   web            wait for the database, migrate, serve with gunicorn on $PORT (8000)
+#   web            wait for the database, migrate, queue the baselines on an empty database
+#                  (HARNESS_BOOTSTRAP=0: never), serve with gunicorn on $PORT (8000)
 #   worker         wait for the database, run a Celery worker on $HARNESS_QUEUES (cpu)
 #   migrate        apply migrations and exit
 #   check          Django's system check, a database connection, the resolved config and
@@ -76,6 +77,11 @@ case "$cmd" in
   web)
     wait_for_database
     manage migrate --noinput
+    # First start on an empty database: the built-in baselines' cells go to the workers,
+    # so that the board ranks submissions against them (HARNESS_BOOTSTRAP=0: never).
+    if [ "${HARNESS_BOOTSTRAP:-1}" = 1 ] && [ "${HARNESS_EXECUTOR:-}" = tasks.dispatch:enqueue ]; then
+      manage populate_baselines --queue --if-empty || echo "entrypoint: could not queue the baselines" >&2
+    fi
     exec "$PYTHON" -m gunicorn webapp.wsgi:application --chdir "$APP_DIR" \
       --bind "0.0.0.0:${PORT:-8000}" --workers "${WEB_WORKERS:-2}" --timeout 60 \
       --access-logfile - --no-control-socket "$@"
@@ -167,8 +173,15 @@ import sys
 import urllib.request
 
 url = f"http://127.0.0.1:{os.environ.get('PORT', '8000')}/api/"
+# as the proxy would ask: for an allowed host, over HTTPS (HARNESS_HTTPS redirects plain HTTP)
+hosts = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "").split(",")
+         if h.strip() and h.strip() != "*"]
+headers = {"X-Forwarded-Proto": "https"}
+if hosts:
+    headers["Host"] = hosts[0].lstrip(".")
 try:
-    with urllib.request.urlopen(url, timeout=10) as response:
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
         sys.exit(0 if response.status == 200 else 1)
 except Exception as exc:  # noqa: BLE001 - any failure is "unhealthy"
     print(f"health-web: {url}: {exc}", file=sys.stderr)

@@ -90,12 +90,13 @@ def test_compose_app_services(compose, services):
             pg_env["POSTGRES_USER"], pg_env["POSTGRES_PASSWORD"], "/" + pg_env["POSTGRES_DB"])
         assert urlsplit(env["HARNESS_BROKER_URL"]).hostname == "redis", name
         assert env["HARNESS_EXECUTOR"] == "tasks.dispatch:enqueue", name
-        # The secret's variable is the one settings.py reads; its default says dev-only.
-        assert "dev-only" in env["DJANGO_SECRET_KEY"], name
+        # The secret's variable is the one the settings read, with no published default:
+        # unset, the first start generates one into the data volume (webapp/secret_key.py).
+        assert env["DJANGO_SECRET_KEY"] == "${DJANGO_SECRET_KEY:-}", name
         volume, _, target = svc["volumes"][0].partition(":")
         assert target == "/data" and volume in compose["volumes"], name
         assert svc.get("init") is True, name
-    assert 'os.environ.get("DJANGO_SECRET_KEY"' in (REPO / "webapp" / "settings.py").read_text()
+    assert 'os.environ.get("DJANGO_SECRET_KEY"' in (REPO / "webapp" / "secret_key.py").read_text()
 
 
 def test_compose_web(services):

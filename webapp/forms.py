@@ -248,8 +248,9 @@ class SubmissionForm(forms.Form):
             self.add_error("suites", "No suite can run this objective's hooks.")
             return
         seeds = list(range(data["seeds"]))
-        self.plan = [(configured(supported[n]), _submitted_variants(supported[n]), seeds)
-                     for n in chosen]
+        held_out = self._held_out_allowed([supported[n] for n in chosen])
+        self.plan = [(configured(supported[n]), _submitted_variants(supported[n], held_out),
+                      seeds) for n in chosen]
         if data.get("tuned"):
             tunable = [n for n in chosen if supported[n].tuning is not None]
             if not tunable:
@@ -283,6 +284,33 @@ class SubmissionForm(forms.Form):
                 f"{', '.join(short)} needs for an interval and a rank: the results will be "
                 f"listed as provisional, unranked. Submit again with more seeds to rank them.")
         self._check_cap()
+
+    @property
+    def held_out_note(self) -> str:
+        """The user's held-out allowance, where this server runs held-out variants."""
+        from harness.contract import heldout
+        from webapp.quota import allowance
+
+        if not heldout.available():
+            return ""
+        left = allowance(self.user)
+        return (f"Held-out variants: {left.remaining} of {left.limit} runs left in the last "
+                f"24 hours (each submission that runs them is one; past the limit a "
+                f"submission runs the public variants only).")
+
+    def _held_out_allowed(self, suites: list[Suite]) -> bool:
+        """Whether this submission may run the held-out variants: within the user's
+        allowance (webapp/quota.py), else a warning says it runs the public ones only."""
+        from harness.contract import heldout
+        from webapp.quota import allowance
+
+        if not heldout.available() or not any(s.held_out for s in suites):
+            return False
+        left = allowance(self.user)
+        if left.remaining > 0:
+            return True
+        self.warnings.append(left.message())
+        return False
 
     def _check_cap(self) -> bool:
         """Refuse (with a form error) a submission that would pass the per-user cell cap."""
@@ -390,9 +418,8 @@ def _decode(raw: bytes) -> str:
     return text.replace("\r\n", "\n")
 
 
-def _submitted_variants(suite) -> list[str]:
+def _submitted_variants(suite, held_out: bool) -> list[str]:
     """What a submission runs: the default variants, and the held-out ones where this
-    server holds their secret (harness.contract.heldout)."""
-    from harness.contract import heldout
-    held = [v.name for v in suite.held_out] if heldout.available() else []
-    return [*suite.default_variants, *held]
+    server holds their secret (harness.contract.heldout) and the user's allowance lets it
+    (``held_out``)."""
+    return [*suite.default_variants, *(v.name for v in suite.held_out if held_out)]

@@ -418,6 +418,18 @@ COMPONENTS: dict[str, dict] = {
                    "version_key": {**STR, "pattern": "^[0-9a-f]{64}$"},
                    "row_key": {**STR, "pattern": "^[0-9a-f]{64}$",
                                "description": "run with `harness run --sandbox --row-key`"}}},
+    "Quota": {"type": "object", "additionalProperties": False,
+              "required": ["held_out_runs_per_day", "used", "remaining", "next_frees_at",
+                           "held_out_variants"], "properties": {
+                  "held_out_runs_per_day": {**INT, "description": "the limit per user"},
+                  "used": {**INT, "description": "submissions that ran held-out variants in "
+                                                 "the last 24 hours"},
+                  "remaining": INT,
+                  "next_frees_at": nullable({**STR, "format": "date-time",
+                                             "description": "when the oldest counted run "
+                                                            "leaves the 24 hours"}),
+                  "held_out_variants": {**BOOL, "description": "whether this server runs "
+                                                              "any"}}},
 }
 
 
@@ -595,6 +607,13 @@ TOKEN_OPERATIONS: tuple[TokenOperation, ...] = (
                       "the objective version's key (sha256 of its code hash and "
                       "hyperparameters), as `harness submit` computes it", required=True),),
         errors=(400, 401)),
+    TokenOperation(
+        "/api/quota", "api-quota", "get", "Your held-out runs left today",
+        "Held-out variants are drawn from this server's secret and run with every web "
+        "submission, within HARNESS_HELDOUT_RUNS_PER_DAY submissions per user in any 24 "
+        "hours; past it a submission runs the public variants only. A submission whose "
+        "held-out cells all failed for the infrastructure's reason does not count.",
+        "Quota", 200, errors=(401,)),
 )
 
 

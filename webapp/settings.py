@@ -21,13 +21,34 @@ from harness.storage.settings import (  # noqa: F401
     USE_TZ,
 )
 from webapp import logs
+from webapp.secret_key import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 DEBUG = os.environ.get("HARNESS_DEBUG", "") == "1"
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "local-development-only-not-secret")
-ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
+# DJANGO_SECRET_KEY, else one generated once into the data directory (webapp/secret_key.py)
+SECRET_KEY = secret_key(DEBUG)
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1")
+                 .split(",") if h.strip()]
+
+# Behind a proxy that terminates TLS (HARNESS_HTTPS=1): trust its X-Forwarded-Proto, send
+# plain HTTP to HTTPS, cookies over HTTPS only, and HSTS (a year, subdomains, preload
+# list: HARNESS_HSTS_SECONDS, HARNESS_HSTS_SUBDOMAINS=0, HARNESS_HSTS_PRELOAD=0 to
+# narrow it). Forms posted from https://<each allowed host> pass the CSRF origin check,
+# or from CSRF_TRUSTED_ORIGINS (comma-separated) when set. `manage.py check --deploy` is
+# then clean (tests/web/test_deploy_settings.py).
+HTTPS = os.environ.get("HARNESS_HTTPS", "") == "1"
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("HARNESS_HSTS_SECONDS") or 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("HARNESS_HSTS_SUBDOMAINS", "1") == "1"
+    SECURE_HSTS_PRELOAD = os.environ.get("HARNESS_HSTS_PRELOAD", "1") == "1"
+    CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get(
+        "CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()] or [
+        f"https://{h.lstrip('.')}" for h in ALLOWED_HOSTS if h != "*"]
 
 INSTALLED_APPS = [
     "django.contrib.auth",
@@ -97,6 +118,9 @@ MAX_OBJECTIVE_BYTES = int(os.environ.get("HARNESS_MAX_OBJECTIVE_BYTES", 64 * 102
 MAX_UPLOAD_BYTES = int(os.environ.get("HARNESS_MAX_UPLOAD_BYTES", 2 * 1024 * 1024))
 HARNESS_VERIFY_FRACTION = float(os.environ.get("HARNESS_VERIFY_FRACTION") or 0.2)
 MAX_QUEUED_CELLS_PER_USER = int(os.environ.get("HARNESS_MAX_QUEUED_CELLS", 200))
+# Submissions per user that may run the held-out variants in any 24 hours (webapp/quota.py);
+# past it a submission runs the public variants only.
+HARNESS_HELDOUT_RUNS_PER_DAY = int(os.environ.get("HARNESS_HELDOUT_RUNS_PER_DAY") or 5)
 # Bodies up to this are parsed, so a paste over MAX_OBJECTIVE_BYTES gets the form's own
 # message with its size; over it webapp.middleware answers before the CSRF check reads it.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024

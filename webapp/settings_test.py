@@ -25,5 +25,7 @@ def _own_directory() -> None:
 
 _own_directory()
 os.environ.setdefault("DATABASE_URL", "postgres://harness:harness@127.0.0.1:5432/harness")
+# the published constant signs the tests' sessions only (webapp/secret_key.py)
+os.environ.setdefault("DJANGO_SECRET_KEY", "local-development-only-not-secret")
 
 from webapp.settings import *  # noqa: E402,F403

@@ -31,5 +31,6 @@ urlpatterns = [
     re_path(r"^api/uploads/?$", uploads.create, name="api-uploads"),
     re_path(r"^api/uploads/(?P<pk>[0-9]+)/?$", uploads.detail, name="api-upload"),
     re_path(r"^api/row-keys/(?P<version_key>[^/]*)/?$", uploads.row_key, name="api-row-key"),
+    re_path(r"^api/quota/?$", uploads.quota, name="api-quota"),
     path("api/", include("webapp.views.json_api")),
 ]

@@ -153,12 +153,17 @@ def test_without_the_secret_the_server_shows_no_held_out_column(client, monkeypa
     assert "vs sym-0.4" not in page
 
 
-def test_a_submission_runs_the_held_out_variants_where_the_secret_is(secret, monkeypatch):
-    from webapp.forms import _submitted_variants
+@pytest.mark.django_db
+def test_a_submission_runs_the_held_out_variants_where_the_secret_is(secret, monkeypatch,
+                                                                     django_user_model):
+    from webapp.forms import SubmissionForm, _submitted_variants
 
-    assert _submitted_variants(SUITE) == [*SUITE.default_variants, "held-out"]
+    form = SubmissionForm(user=django_user_model.objects.create_user("bob"))
+    assert form._held_out_allowed([SUITE])
+    assert _submitted_variants(SUITE, True) == [*SUITE.default_variants, "held-out"]
+    assert _submitted_variants(SUITE, False) == SUITE.default_variants
     monkeypatch.delenv(heldout.SECRET_ENV)
-    assert _submitted_variants(SUITE) == SUITE.default_variants
+    assert not form._held_out_allowed([SUITE])
 
 
 SNOOP = '''\
@@ -231,3 +236,58 @@ def test_a_web_submission_runs_the_held_out_variant_and_shows_only_its_mean(
     results = client.get("/api/results?objective=my-loss&page_size=100").json()["results"]
     assert len(results) == len(SUITE.default_variants)
     assert all(r["variant"] != "held-out" for r in results)
+
+
+# --- the quota on probing them (webapp/quota.py) ----------------------------------------
+
+
+def _probe(user, *, hours_ago: float = 1.0, held_status: str = "queued",
+           reason: str = "") -> None:
+    """A submission of ``user`` that queued one public and one held-out cell."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from harness.storage.models import Cell, Submission
+
+    version = make_objective(f"probe-{Submission.objects.count()}", {}, builtin=False,
+                             owner=user)
+    sub = Submission.objects.create(owner=user, version=version, suites=[SUITE.name])
+    Submission.objects.filter(pk=sub.pk).update(
+        created=timezone.now() - timedelta(hours=hours_ago))
+    sub.cells.set([Cell.objects.create(version=version, suite=SUITE.name,
+                                       suite_version=SUITE.version, variant=v, seed=0,
+                                       status=s, reason=r)
+                   for v, s, r in (("sym-0.4", "ok", ""), ("held-out", held_status, reason))])
+
+
+@pytest.mark.django_db
+def test_past_its_daily_allowance_a_submission_runs_the_public_variants_only(
+        secret, client, settings, django_user_model):
+    from webapp.forms import SubmissionForm
+    from webapp.quota import allowance
+    from webapp.tokens import create
+
+    settings.HARNESS_HELDOUT_RUNS_PER_DAY = 2
+    alice = django_user_model.objects.create_user("alice", password="pw-alice-123")
+    form = SubmissionForm(user=alice)
+    assert form._held_out_allowed([SUITE]) and allowance(alice).remaining == 2
+    client.force_login(alice)
+    assert "2 of 2 runs left" in client.get("/submit/").content.decode()
+    _probe(alice, hours_ago=30)  # outside the window
+    _probe(alice, held_status="failed", reason="infrastructure")  # the server's failure
+    _probe(alice, held_status="failed", reason="objective")  # the objective's: counts
+    _probe(alice, held_status="running")
+    left = allowance(alice)
+    assert (left.used, left.remaining) == (2, 0)
+    assert not form._held_out_allowed([SUITE])
+    assert "public variants only" in form.warnings[0] and "limit is 2" in form.warnings[0]
+    assert "0 of 2 runs left" in client.get("/submit/").content.decode()
+    # what the API says to the token holder
+    _, token = create(alice, "cli")
+    answer = client.get("/api/quota", HTTP_AUTHORIZATION=f"Bearer {token}").json()
+    assert answer["remaining"] == 0 and answer["used"] == 2 and answer["held_out_variants"]
+    assert answer["next_frees_at"] == left.frees_at.isoformat()
+    assert client.get("/api/quota").status_code == 401
+    settings.HARNESS_HELDOUT_RUNS_PER_DAY = 3
+    assert SubmissionForm(user=alice)._held_out_allowed([SUITE])

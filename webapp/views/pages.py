@@ -26,8 +26,10 @@ def home(request: HttpRequest) -> HttpResponse:
                                   request.GET.get("track") or None)
     except NotFound as exc:
         return _not_found(request, exc)
-    return render(request, "webapp/home.html", {
-        "body": body, "runs": leaderboard.runs_on_board()})  # live, so never in the cached body
+    from webapp.bootstrap import baselines_progress
+
+    return render(request, "webapp/home.html", {  # live, so never in the cached body
+        "body": body, "runs": leaderboard.runs_on_board(), "baselines": baselines_progress()})
 
 
 def suite(request: HttpRequest, name: str) -> HttpResponse:

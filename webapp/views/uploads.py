@@ -125,6 +125,16 @@ def row_key(request: HttpRequest, user, version_key: str) -> HttpResponse:
                   "row_key": version_row_key(version_key).decode()})
 
 
+@token_view("GET", "HEAD")
+def quota(request: HttpRequest, user) -> HttpResponse:
+    """GET /api/quota: the token holder's held-out runs left in the last 24 hours
+    (webapp/quota.py); ``held_out_variants``: whether this server runs any."""
+    from harness.contract import heldout
+    from webapp.quota import allowance
+
+    return _json({**allowance(user).to_json(), "held_out_variants": heldout.available()})
+
+
 def payload(upload: Upload) -> dict:
     claimed = list(upload.claimed.values_list("variant", "seed", "sampled"))
     return {
