@@ -163,7 +163,8 @@ SUITE = Suite(
               ScatterSpec(x="held_back_prob", y="relearn_forget_prob")),
     # forget quality and model utility side by side (the CLI shows the first two)
     columns=("log_forget_quality", "model_utility", "ks_statistic", "forget_prob",
-             "forget_rouge", "extraction_strength", "relearn_recovery", "retain_model_fq"),
+             "forget_rouge", "extraction_strength", "relearn_recovery", "int8_forget_prob",
+             "int4_forget_prob", "quant_recovery", "retain_model_fq"),
     fixtures=fixtures("tofu"),
     train_info={"options": dict},
     resources=Resources(base_seconds=600, seconds_per_member=120),
