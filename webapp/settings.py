@@ -51,6 +51,7 @@ if HTTPS:
         f"https://{h.lstrip('.')}" for h in ALLOWED_HOSTS if h != "*"]
 
 INSTALLED_APPS = [
+    "django.contrib.admin",  # /admin/ for staff (webapp/admin.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -1,5 +1,6 @@
 """URL routes: pages, accounts and submissions, the JSON API and exports."""
 
+from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import include, path, re_path
@@ -23,6 +24,7 @@ urlpatterns = [
     path("runs/<int:pk>/", submit.run_status, name="run-status"),
     path("runs/<int:pk>/status.json", submit.run_status_json, name="run-status-json"),
     path("uploads/<int:pk>/", uploads.page, name="upload"),
+    path("admin/", admin.site.urls),  # staff only (webapp/admin.py)
     path("accounts/", accounts.account, name="account"),
     path("accounts/signup/", accounts.signup, name="signup"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
