@@ -11,7 +11,14 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
-from harness.storage.models import Cell, Objective, ObjectiveVersion, Submission, Upload
+from harness.storage.models import (
+    ApiToken,
+    Cell,
+    Objective,
+    ObjectiveVersion,
+    Submission,
+    Upload,
+)
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -69,3 +76,12 @@ class CellAdmin(ReadOnly):
 class UploadAdmin(ReadOnly):
     list_display = ("pk", "version", "suite", "status", "reason", "created")
     list_filter = ("status", "suite")
+
+
+@admin.register(ApiToken)
+class TokenAdmin(ReadOnly):
+    """Who holds which token (its first characters; the token itself is never stored)."""
+
+    list_display = ("user", "name", "prefix", "created", "last_used", "revoked")
+    search_fields = ("user__username", "name", "prefix")
+    exclude = ("digest",)
