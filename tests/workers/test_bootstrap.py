@@ -52,3 +52,20 @@ def test_queue_needs_the_celery_executor_and_the_protocol(settings):
     with pytest.raises(CommandError, match="--epochs is for a smoke run"):
         call_command("populate_baselines", "--queue", "--epochs", "1")
     assert not Cell.objects.exists()
+
+
+def test_before_the_reference_has_a_score_nobody_is_ranked(client):
+    from tests.web.test_leaderboard import make_objective
+    from webapp import leaderboard
+
+    ranked = SUITE.ranked_variants
+    make_objective("first", {v: [0.9, 0.91, 0.92, 0.9, 0.93] for v in ranked}, builtin=False)
+    (row,) = leaderboard.home_table()["rows"]
+    assert row["rank"] is None and row["no_reference"] == ["noisy-labels"]
+    assert row["score"] is not None  # its score stands; only the rank waits
+    assert "no reference yet" in client.get("/").content.decode()
+    make_objective("ce", {v: [0.8] * 5 for v in ranked})  # the reference lands
+    rows = {r["objective"]: r for r in leaderboard.home_table()["rows"]}
+    assert rows["first"]["rank"] == 1 and rows["ce"]["rank"] == 2
+    assert not rows["first"]["no_reference"]
+    assert "no reference yet" not in client.get("/").content.decode()

@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 from django.db.models import Count
 
 from harness.contract.suite import Suite
-from harness.report import aggregate, stats
+from harness.report import stats
 from harness.report.tables import CellRow, Memo, TableRow, variant_tables, worst_variant
 from harness.storage import store
 from harness.storage.models import Cell, Metric, Objective, ObjectiveVersion
 from webapp.leaderboard import cache
 from webapp.leaderboard.comparisons import comparisons
+from webapp.leaderboard.home_score import ranked_scores, scorable, score_rows
 from webapp.leaderboard.lookup import (
     KINDS,
     check_kind,
@@ -235,7 +235,9 @@ def _build_home(states: list[SuiteState]) -> dict:
                 "by_variant", "variant_means", "ranked_seeds")}
             if scorable(r):
                 row["_scores"][s.name] = ranked_scores(r)
-    _score(list(rows.values()))
+    score_rows(list(rows.values()), referenced={
+        s.name for s in suites
+        if any(r["is_reference"] and scorable(r) for r in found[s.name]["rows"])})
     ordered = sorted(rows.values(), key=lambda r: (
         r["score"] is None, -len(r["coverage"]), r["coverage"], r["rank"] or 0,
         -(r["score"] or 0), r["objective"]))
@@ -248,41 +250,6 @@ def _build_home(states: list[SuiteState]) -> dict:
                          "better", "reference", "variants", "anchors", "ranked", "min_seeds")}
                        for s in shown],
             "rows": ordered}
-
-
-def scorable(row: dict) -> bool:
-    """Whether a summary row has a score on its suite: ranked, with a finite normalized
-    score on every seed it needs of every ranked variant."""
-    return bool(row["ranked"] and row.get("ranked_seeds") and all(row["ranked_seeds"].values()))
-
-
-def ranked_scores(row: dict) -> dict[str, np.ndarray]:
-    """A summary row's per-seed normalized scores on the suite's ranked variants, seeds in
-    order (what :mod:`harness.report.aggregate` takes for one suite)."""
-    return {x: np.array([seeds[k] for k in sorted(seeds, key=int)], dtype=float)
-            for x, seeds in row["ranked_seeds"].items()}
-
-
-def _score(rows: list[dict]) -> None:
-    """Each row's cross-suite score, interval, rank, rank interval and tie group, ranked
-    among the rows scored on the same suites (harness/report/aggregate.py)."""
-    groups: dict[tuple[str, ...], list[dict]] = {}
-    for row in rows:
-        scores = row.pop("_scores")
-        row["coverage"] = sorted(scores)
-        row["score_n"] = sum(len(x) for v in scores.values() for x in v.values())
-        row.update(score=None, score_low=None, score_high=None, rank=None, rank_low=None,
-                   rank_high=None, rank_of=None, tied=False)
-        if scores:
-            groups.setdefault(tuple(row["coverage"]), []).append((row, scores))
-    for members in groups.values():
-        found = aggregate.ranked({str(i): scores for i, (_, scores) in enumerate(members)})
-        sizes = Counter(r.tie_group for r in found)
-        for r in found:
-            members[int(r.name)][0].update(
-                score=r.aggregate.score, score_low=r.aggregate.ci_low,
-                score_high=r.aggregate.ci_high, rank=r.rank, rank_low=r.rank_low,
-                rank_high=r.rank_high, rank_of=len(found), tied=sizes[r.tie_group] > 1)
 
 
 def table_versions(suite: Suite) -> tuple[list[ObjectiveVersion], ObjectiveVersion | None]:
