@@ -61,6 +61,10 @@ def config() -> dict:
         # anyway, and a redelivered message finds them finished.
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "harness_visibility_timeout": visibility,
+        # Task events (sent, started, succeeded, failed) for Flower or `celery events` on the
+        # same broker; the embedded filesystem broker has no fan-out for them.
+        "worker_send_task_events": not url.startswith("filesystem:"),
+        "task_send_sent_event": not url.startswith("filesystem:"),
     }
 
 

@@ -25,6 +25,7 @@ urlpatterns = [
     path("runs/<int:pk>/status.json", submit.run_status_json, name="run-status-json"),
     path("uploads/<int:pk>/", uploads.page, name="upload"),
     path("admin/", admin.site.urls),  # staff only (webapp/admin.py)
+    path("ops/", accounts.ops, name="ops"),  # staff only (webapp/ops.py)
     path("accounts/", accounts.account, name="account"),
     path("accounts/signup/", accounts.signup, name="signup"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

@@ -96,6 +96,8 @@ def test_app_is_configured_for_reliable_delivery():
     assert conf.task_acks_late and conf.task_reject_on_worker_lost
     assert conf.worker_prefetch_multiplier == 1 and conf.task_ignore_result
     assert [q.name for q in conf.task_queues] == ["cpu", "gpu"]
+    if not conf.broker_url.startswith("filesystem:"):  # events for Flower on a real broker
+        assert conf.worker_send_task_events and conf.task_send_sent_event
     task = task_module.run_queued_group
     assert task.acks_late and task.reject_on_worker_lost
     visibility = conf.harness_visibility_timeout

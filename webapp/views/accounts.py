@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
@@ -87,3 +88,11 @@ def _safe_next(request: HttpRequest) -> str:
     ok = url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()},
                                          require_https=request.is_secure())
     return url if ok else ""
+
+
+@staff_member_required
+def ops(request: HttpRequest) -> HttpResponse:
+    """Staff only: workers, queues and the last 24 hours (webapp/ops.py)."""
+    from webapp.ops import snapshot
+
+    return render(request, "webapp/ops.html", {"snap": snapshot()})
