@@ -1,9 +1,10 @@
 """Django's admin at ``/admin/`` for staff users (issue 35, staff tools).
 
-Users and tokens are Django's own pages. An objective's name, description, paper link and
-visibility may be edited; everything the boards' numbers are computed from (versions and
-their code, cells, metrics, curves, uploads) is shown read-only: an edit there would make a
-stored number disagree with the code that produced it. Nothing here deletes results.
+Users are Django's own pages. An objective's description, paper link and visibility may be
+edited (its page is rebuilt when they change); everything the boards' numbers are
+computed from (versions and their code, cells, metrics, curves, uploads) is shown
+read-only: an edit there would make a stored number disagree with the code that produced
+it. Nothing here deletes results.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ class ObjectiveAdmin(admin.ModelAdmin):
     list_filter = ("visibility", "is_builtin")
     search_fields = ("slug", "name", "owner__username")
     fields = ("slug", "owner", "is_builtin", "name", "description", "paper_url", "visibility")
-    readonly_fields = ("slug", "owner", "is_builtin")
+    # the name is on the cached boards, which are rebuilt when cells change, not when an
+    # objective is edited; description, paper link and visibility are on its own page only
+    readonly_fields = ("slug", "owner", "is_builtin", "name")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}  # Django 6's default
 
     def has_add_permission(self, request, obj=None) -> bool:
