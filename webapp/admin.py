@@ -15,6 +15,7 @@ from django.db import models
 from harness.storage.models import (
     ApiToken,
     Cell,
+    ModerationAction,
     Objective,
     ObjectiveVersion,
     Submission,
@@ -88,3 +89,12 @@ class TokenAdmin(ReadOnly):
     list_display = ("user", "name", "prefix", "created", "last_used", "revoked")
     search_fields = ("user__username", "name", "prefix")
     exclude = ("digest",)
+
+
+@admin.register(ModerationAction)
+class ModerationAdmin(ReadOnly):
+    """Every cancel and requeue: who, when, why (webapp/moderation.py)."""
+
+    list_display = ("created", "actor", "action", "submission", "cells", "reason")
+    list_filter = ("action",)
+    search_fields = ("actor__username", "reason")

@@ -23,6 +23,8 @@ urlpatterns = [
     path("submit/", submit.submit, name="submit"),
     path("runs/<int:pk>/", submit.run_status, name="run-status"),
     path("runs/<int:pk>/status.json", submit.run_status_json, name="run-status-json"),
+    path("runs/<int:pk>/cancel/", submit.cancel_run, name="run-cancel"),
+    path("runs/<int:pk>/requeue/", submit.requeue_run, name="run-requeue"),
     path("uploads/<int:pk>/", uploads.page, name="upload"),
     path("admin/", admin.site.urls),  # staff only (webapp/admin.py)
     path("ops/", accounts.ops, name="ops"),  # staff only (webapp/ops.py)

@@ -348,6 +348,7 @@ REASONS = {
     "invalid-output": "returned weights or predictions of the wrong format",
     "crash": "the sandboxed process died without a result",
     "infrastructure": "an error outside the objective (worker, broker or database)",
+    "cancelled": "its run was cancelled (by its owner or staff) before it finished",
 }
 
 

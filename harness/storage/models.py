@@ -183,6 +183,24 @@ class Submission(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
 
+class ModerationAction(models.Model):
+    """What an owner or staff did to a run (cancel it, requeue its failed cells), by whom,
+    when and why: the record the run page and the admin show (webapp/moderation.py)."""
+
+    CANCEL, REQUEUE = "cancel", "requeue"
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                              related_name="moderation_actions")
+    action = models.CharField(max_length=20, choices=[(CANCEL, "cancel"), (REQUEUE, "requeue")])
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE,
+                                   related_name="moderation")
+    reason = models.TextField(blank=True)
+    cells = models.IntegerField(default=0)  # how many cells it changed
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created", "id"]
+
+
 class TableCache(models.Model):
     """A computed leaderboard table, valid while its fingerprint (count and newest
     finish time of the cells it was built from) is unchanged: pages read one row."""

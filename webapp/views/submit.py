@@ -10,12 +10,13 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 
 from harness.contract.registry import suite_names
 from harness.storage.models import Submission
+from webapp import moderation
 from webapp.execution.status import run_state
 from webapp.forms import SubmissionForm
 
@@ -55,8 +56,36 @@ submit.too_large = _too_large  # type: ignore[attr-defined]
 
 @require_safe
 def run_status(request: HttpRequest, pk: int) -> HttpResponse:
-    state = run_state(_submission(pk), request.user)
-    return render(request, "webapp/run_status.html", {"run": state})
+    submission = _submission(pk)
+    state = run_state(submission, request.user)
+    return render(request, "webapp/run_status.html", {
+        "run": state, "actions": submission.moderation.select_related("actor"),
+        "can_cancel": moderation.may_cancel(request.user, submission),
+        "can_requeue": request.user.is_staff})
+
+
+@require_POST
+@login_required
+def cancel_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """POST /runs/<pk>/cancel/: the owner or staff stop a run (webapp/moderation.py)."""
+    return _moderate(request, pk, moderation.cancel, "Run #{pk} cancelled: {n} cells stopped.")
+
+
+@require_POST
+@login_required
+def requeue_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """POST /runs/<pk>/requeue/: staff queue a run's failed cells again."""
+    return _moderate(request, pk, moderation.requeue, "Run #{pk}: {n} cells queued again.")
+
+
+def _moderate(request: HttpRequest, pk: int, act, done: str) -> HttpResponse:
+    reason = (request.POST.get("reason") or "").strip()[:1000]
+    try:
+        action = act(_submission(pk), request.user, reason)
+    except moderation.NotAllowed as exc:
+        return HttpResponseForbidden(str(exc))
+    messages.success(request, done.format(pk=pk, n=action.cells))
+    return redirect("run-status", pk=pk)
 
 
 @require_safe

@@ -68,6 +68,8 @@
       setText(document.getElementById("run-state"), "Finished.");
       var links = document.getElementById("run-links");
       if (links) links.hidden = false;
+      var cancel = document.getElementById("run-cancel");  // nothing left to cancel
+      if (cancel) cancel.hidden = true;
     }
   }
 
