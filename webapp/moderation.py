@@ -1,4 +1,5 @@
-"""Cancelling a run and requeueing its failed cells, each recorded (who, when, why).
+"""Cancelling a run, requeueing its failed cells and hiding an objective, each recorded
+(who, when, why).
 
 - **cancel** (the run's owner, or staff): its queued cells never run and its running ones
   end ``killed`` with reason ``cancelled``, in one transaction. A worker already training
@@ -7,16 +8,28 @@
 - **requeue** (staff): its failed, timed-out and killed cells are queued again from
   scratch and sent to the workers, like a resubmission of them.
 
+- **hide** (staff, in the admin, with a reason): the objective leaves every board, export,
+  list and API answer; its owner still sees its page, with the reason. **unhide** brings
+  it back. Both bump its cells' tallies, the change signal every cached board is keyed on,
+  so no cached page keeps showing (or missing) it.
+
 Each action is a :class:`~harness.storage.models.ModerationAction` row, shown on the run
-page and in the admin.
+page or the objective page and in the admin.
 """
 
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
-from harness.storage.models import Cell, ModerationAction, Submission
+from harness.storage.models import (
+    Cell,
+    CellTally,
+    ModerationAction,
+    Objective,
+    Submission,
+)
 
 RETRIED = (Cell.FAILED, Cell.TIMEOUT, Cell.KILLED)
 
@@ -65,3 +78,33 @@ def _suite(cell: Cell):
     from harness.contract.registry import suite_at
 
     return suite_at(cell.suite, cell.suite_version)
+
+
+def hide(objective: Objective, user, reason: str) -> ModerationAction:
+    """Staff hide ``objective`` from every board, export and list; its owner sees why."""
+    if not (user.is_authenticated and user.is_staff):
+        raise NotAllowed("only staff may hide an objective")
+    if objective.is_builtin:
+        raise NotAllowed("a built-in baseline is every board's reference: it is not hidden")
+    if not reason.strip():
+        raise NotAllowed("say why: the owner sees the reason")
+    return _set_hidden(objective, user, reason.strip(), hidden=True)
+
+
+def unhide(objective: Objective, user, reason: str = "") -> ModerationAction:
+    if not (user.is_authenticated and user.is_staff):
+        raise NotAllowed("only staff may show a hidden objective again")
+    return _set_hidden(objective, user, reason.strip(), hidden=False)
+
+
+def _set_hidden(objective: Objective, user, reason: str, *, hidden: bool) -> ModerationAction:
+    with transaction.atomic():
+        objective.hidden_at = timezone.now() if hidden else None
+        objective.hidden_reason = reason if hidden else ""
+        objective.save(update_fields=["hidden_at", "hidden_reason"])
+        # every cached board's fingerprint sums its tallies' changes: they move, it rebuilds
+        CellTally.objects.filter(version_id__in=objective.versions.values("pk")).update(
+            changes=F("changes") + 1)
+        return ModerationAction.objects.create(
+            actor=user, action=ModerationAction.HIDE if hidden else ModerationAction.UNHIDE,
+            objective=objective, reason=reason)

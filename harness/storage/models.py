@@ -22,6 +22,10 @@ class Objective(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                               on_delete=models.SET_NULL, related_name="objectives")
     is_builtin = models.BooleanField(default=False)
+    # hidden by staff from every board, export and list (webapp/moderation.py); its owner
+    # still sees it, with the reason
+    hidden_at = models.DateTimeField(null=True, blank=True)
+    hidden_reason = models.TextField(blank=True)
     visibility = models.CharField(max_length=10, default=PUBLIC,
                                   choices=[(PUBLIC, "public"), (PRIVATE, "private")])
     created = models.DateTimeField(auto_now_add=True)
@@ -184,15 +188,19 @@ class Submission(models.Model):
 
 
 class ModerationAction(models.Model):
-    """What an owner or staff did to a run (cancel it, requeue its failed cells), by whom,
-    when and why: the record the run page and the admin show (webapp/moderation.py)."""
+    """What an owner or staff did to a run (cancel it, requeue its failed cells) or staff to
+    an objective (hide it, show it again), by whom, when and why: the record the run page,
+    the objective page and the admin show (webapp/moderation.py)."""
 
-    CANCEL, REQUEUE = "cancel", "requeue"
+    CANCEL, REQUEUE, HIDE, UNHIDE = "cancel", "requeue", "hide", "unhide"
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
                               related_name="moderation_actions")
-    action = models.CharField(max_length=20, choices=[(CANCEL, "cancel"), (REQUEUE, "requeue")])
-    submission = models.ForeignKey(Submission, on_delete=models.CASCADE,
+    action = models.CharField(max_length=20, choices=[(a, a) for a in (CANCEL, REQUEUE, HIDE,
+                                                                        UNHIDE)])
+    submission = models.ForeignKey(Submission, null=True, on_delete=models.CASCADE,
                                    related_name="moderation")
+    objective = models.ForeignKey(Objective, null=True, on_delete=models.CASCADE,
+                                  related_name="moderation")
     reason = models.TextField(blank=True)
     cells = models.IntegerField(default=0)  # how many cells it changed
     created = models.DateTimeField(auto_now_add=True)

@@ -403,7 +403,8 @@ def latest_versions(suite: Suite) -> list[ObjectiveVersion]:
     """Per (objective, label), the newest version with a result in this suite version: a
     cell that trained (ok or diverged). A version whose cells all failed, timed out or were
     killed is on no public table (its owner sees why on the run page). Nor is a version of
-    uploaded results until an upload of it is verified (:func:`unverified_uploads`)."""
+    uploaded results until an upload of it is verified (:func:`unverified_uploads`), nor
+    one of an objective staff hid (:func:`hidden_objectives`)."""
     # EXISTS probes each version's cells through the unique (version, suite, ...) index: a
     # few ms at 100k cells, where a join with DISTINCT scanned them all (~0.3 s)
     trained = Cell.objects.filter(version=OuterRef("pk"), suite=suite.name,
@@ -411,6 +412,7 @@ def latest_versions(suite: Suite) -> list[ObjectiveVersion]:
                                   status__in=(Cell.OK, Cell.DIVERGED))
     versions = (ObjectiveVersion.objects.filter(Exists(trained))
                 .exclude(pk__in=unverified_uploads())
+                .exclude(objective__in=hidden_objectives())
                 .order_by("objective_id", "label", "-created", "-id"))
     newest: dict[tuple[int, str], ObjectiveVersion] = {}
     for v in versions:
@@ -426,12 +428,19 @@ def unverified_uploads():
             .exclude(uploads__status=Upload.VERIFIED).values("pk"))
 
 
+def hidden_objectives():
+    """Ids of objectives staff hid from every board, export and list (a queryset)."""
+    return Objective.objects.filter(hidden_at__isnull=False).values("pk")
+
+
 def unlisted_objectives(viewer=None):
-    """Ids of objectives whose every version is an upload not yet verified (a queryset),
-    less those ``viewer`` owns: only their owner sees them, on any page or in the API."""
+    """Ids of objectives whose every version is an upload not yet verified, or that staff
+    hid (a queryset), less those ``viewer`` owns: only their owner sees them, on any page
+    or in the API."""
     hidden = unverified_uploads()
     out = (Objective.objects.filter(versions__pk__in=hidden)
-           .exclude(versions__in=ObjectiveVersion.objects.exclude(pk__in=hidden)))
+           .exclude(versions__in=ObjectiveVersion.objects.exclude(pk__in=hidden))
+           | Objective.objects.filter(hidden_at__isnull=False))
     if viewer is not None and getattr(viewer, "is_authenticated", False):
         out = out.exclude(owner_id=viewer.pk)
     return out.values("pk")

@@ -3,6 +3,8 @@ a cancelled cell a worker is still training stores nothing when that worker fini
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from harness.contract.suite import CellResult
@@ -76,3 +78,43 @@ def test_staff_requeue_the_failed_cells_and_only_staff_may(
     assert len(sent) == 2  # the two variants' groups, sent once the transaction committed
     (action,) = ModerationAction.objects.all()
     assert (action.action, action.cells, action.reason) == ("requeue", 4, "broker outage")
+
+
+def test_staff_hide_an_objective_from_every_board_and_its_owner_sees_why(
+        client, django_user_model):
+    from harness.contract.registry import get_suite
+    from tests.web.test_leaderboard import make_objective
+    from webapp import leaderboard
+
+    ranked = get_suite("noisy-labels").ranked_variants
+    owner = django_user_model.objects.create_user("author")
+    make_objective("ce", {v: [0.8] * 5 for v in ranked})
+    mine = make_objective("sneaky", {v: [0.95] * 5 for v in ranked}, builtin=False,
+                          owner=owner).objective
+    labels = lambda: {r["objective"] for r in leaderboard.home_table()["rows"]}  # noqa: E731
+    assert labels() == {"ce", "sneaky"}  # cached now
+    staff = django_user_model.objects.create_user("op", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    form = client.get(f"/admin/webapp/objective/{mine.pk}/change/").content.decode()
+    assert 'name="hide"' in form
+    data = {"description": "", "paper_url": "", "visibility": "public", "hide": "on", "why": ""}
+    refused = client.post(f"/admin/webapp/objective/{mine.pk}/change/", data)
+    assert refused.status_code == 200 and "Say why" in refused.content.decode()
+    done = client.post(f"/admin/webapp/objective/{mine.pk}/change/",
+                       {**data, "why": "fits the public test split"})
+    assert done.status_code == 302
+    assert labels() == {"ce"}  # the cached board rebuilt without it
+    assert "sneaky" not in client.get("/export/noisy-labels/csv").content.decode()
+    assert "sneaky" not in json.dumps(client.get("/api/objectives").json())
+    client.logout()
+    assert client.get("/objectives/sneaky/").status_code == 404
+    client.force_login(owner)
+    page = client.get("/objectives/sneaky/").content.decode()
+    assert "Hidden by staff" in page and "fits the public test split" in page
+    (action,) = ModerationAction.objects.filter(objective=mine)
+    assert (action.actor, action.action) == (staff, "hide")
+    client.force_login(staff)
+    client.post(f"/admin/webapp/objective/{mine.pk}/change/", {**data, "hide": ""})
+    assert labels() == {"ce", "sneaky"}
+    assert [a.action for a in ModerationAction.objects.filter(objective=mine)] == [
+        "hide", "unhide"]

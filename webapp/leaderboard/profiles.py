@@ -48,6 +48,7 @@ class ObjectiveView:
         objective and its versions (not with who the viewer is, beyond seeing the code)."""
         o = self.obj
         about = [o.slug, o.name, o.description, o.paper_url, o.visibility, o.is_builtin,
+                 str(o.hidden_at), o.hidden_reason,
                  o.owner.get_username() if o.owner else "", self.code_visible,
                  repr(sorted(self.curves.items()) if isinstance(self.curves, Mapping)
                       else self.curves)]
@@ -74,6 +75,9 @@ class ObjectiveView:
             "paper_url": obj.paper_url or None,
             "owner": obj.owner.get_username() if obj.owner else None,
             "is_builtin": obj.is_builtin, "visibility": obj.visibility, "track": self.track,
+            # staff hid it: only its owner sees this page, with why
+            "hidden": {"at": obj.hidden_at.isoformat(), "reason": obj.hidden_reason}
+            if obj.hidden_at else None,
             "created": obj.created.isoformat(), "viewer_is_owner": self.mine,
             "code_visible": self.code_visible,
             "code": newest.code if newest is not None and self.code_visible else None,

@@ -82,6 +82,7 @@ def _versions_entry(suite: Suite) -> dict:
     rows = list(ObjectiveVersion.objects.annotate(trained=Exists(trained))
                 .filter(Q(trained=True) | Q(objective__slug=suite.reference,
                                             label=suite.reference))
+                .filter(objective__hidden_at__isnull=True)  # staff hid it: on no board
                 .order_by("objective_id", "label", "-created", "-id")
                 .values("id", "objective_id", "label", "code_sha256", "trained", "created",
                         "objective__slug", "objective__name", "objective__is_builtin"))
