@@ -52,10 +52,12 @@ COPY tasks ./tasks
 COPY scripts ./scripts
 # The project itself (its dependencies are already satisfied), then the static files
 # (plotly.js, CSS) collected into STATIC_ROOT, outside the /data volume so a rebuilt image
-# never serves stale ones. whitenoise serves them from gunicorn.
+# never serves stale ones. whitenoise serves them from gunicorn. The throwaway key keeps the
+# settings from generating /data/secret_key into the image (every deployment would share
+# it); a container generates its own on first start (webapp/secret_key.py).
 RUN pip install '.[web,worker]' \
  && rm -rf build ./*.egg-info \
- && python manage.py collectstatic --noinput -v 0 \
+ && DJANGO_SECRET_KEY=build-time-only python manage.py collectstatic --noinput -v 0 \
  && harness --help >/dev/null
 
 VOLUME ["/data"]

@@ -179,6 +179,8 @@ def test_dockerfile_entrypoint_and_base():
     assert not static_root.split("=", 1)[1].startswith("/data")  # outside the volume
     run = " ".join(args for op, args in instructions if op == "RUN")
     assert "util-linux" in run and "pip install '.[web,worker]'" in run and "collectstatic" in run
+    # the build's settings get a throwaway key: no generated key baked into /data
+    assert "DJANGO_SECRET_KEY=build-time-only python manage.py collectstatic" in run
 
 
 def test_dockerfile_copies_what_the_package_needs():
