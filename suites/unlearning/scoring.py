@@ -183,9 +183,9 @@ def _quantization(model: nn.Module, p: Private, i: int, unlearned: dict[str, Ten
                   withheld: dict[str, str]) -> tuple[dict[str, float], list[float]]:
     """The quantization attack (:mod:`suites.unlearning.quantize`): ``measure`` (the suite's
     forget numbers, and its utility where the scheme says) of the unlearned model after
-    each rounding, the retain
-    model's ``anchor`` number after each, and ``quant_recovery``, the share of the way
-    from the unlearned model's ``anchor`` back to the target's (``levels``) that 4-bit
+    each rounding, the retain model's ``anchor`` number after each, and ``quant_recovery``,
+    the share of the way from the unlearned model's ``anchor`` back to the target's
+    (``levels``) that 4-bit
     rounding per channel brings (withheld under the suite's ``RECOVERY_FLOOR``, as
     relearning's); and per rounding the ``held_back`` number (the relearning attack's
     measure, on the forget questions it does not train on), for the robustness curve. The
