@@ -57,6 +57,7 @@ from suites.unlearning.spec import (
     MODEL,
     QUANT_SCHEMES,
     RECOVERY_FLOOR,
+    SETTINGS,
     UTILITY_FLOOR,
 )
 
@@ -318,7 +319,7 @@ def _smoke_cell(benchmark: str) -> tuple[Any, list[dict[str, Tensor]], nn.Module
     private = Private(splits, [other], [replica] if benchmark == "tofu" else [], [target],
                       [{"target": "smoke", "retain": "smoke"}], f"bench-smoke-{benchmark}")
     settings = {"relearn_steps": 2, "relearn_lr": 1e-3, "benchmark": benchmark,
-                "quant_group": 32}
+                "quant_group": SETTINGS["quant_group"]}
     trajectory = [{k: v.clone() for k, v in target.items()}, moved, dict(moved)]
     return private, trajectory, TinyLM(fx.model_config(config)), settings, 0.0
 
@@ -327,10 +328,10 @@ def _smoke_cell(benchmark: str) -> tuple[Any, list[dict[str, Tensor]], nn.Module
 # quantization attack's numbers and its robustness curve. Only the judge as it is has them.
 ADDED = {"privleak_loss", "privleak_zlib", "privleak_reference", "privleak_min_k_plus_plus",
          "privleak_worst", "quant_recovery",
-         *(f"{q}_{m}" for q, _ in QUANT_SCHEMES for m in (
+         *(f"{q}_{m}" for q, *_ in QUANT_SCHEMES for m in (
              "forget_prob", "forget_truth_ratio", "log_forget_quality", "model_utility",
              "verbmem_forget", "knowmem_forget", "knowmem_retain")),
-         *(f"retain_model_{q}_{m}" for q, _ in QUANT_SCHEMES
+         *(f"retain_model_{q}_{m}" for q, *_ in QUANT_SCHEMES
            for m in ("forget_prob", "knowmem_forget"))}
 ADDED_CURVES = {"held_back_under_attack"}
 

@@ -309,7 +309,7 @@ def relearn(model: nn.Module, params: Mapping[str, Tensor], attack: Encoded, *, 
 
 def held_back_prob(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> float:
     assert s.held_back is not None
-    return float(mt.probability(score(model, params, s.held_back.answer).normalized))
+    return answer_prob(model, params, s.held_back)
 
 
 def held_back_knowmem(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> float:
@@ -328,7 +328,12 @@ def verbmem(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> float:
 
 def forget_prob(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> float:
     """TOFU's forget probability alone (no other split scored, nothing decoded)."""
-    return float(mt.probability(score(model, params, s.forget.answer).normalized))
+    return answer_prob(model, params, s.forget)
+
+
+def answer_prob(model: nn.Module, params: Mapping[str, Tensor], split: QASplit) -> float:
+    """Mean length-normalised probability of ``split``'s answers."""
+    return float(mt.probability(score(model, params, split.answer).normalized))
 
 
 def knowmem(model: nn.Module, params: Mapping[str, Tensor], s: Splits, split: QASplit

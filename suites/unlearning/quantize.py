@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from suites.unlearning.spec import QUANT_HEADLINE, QUANT_SCHEMES
+
 
 @dataclass(frozen=True)
 class Scheme:
@@ -42,19 +44,16 @@ class Scheme:
     group: int | None = None
     utility: bool = False  # the attack measures utility after this rounding too
 
-    def describe(self) -> str:
-        layout = "per output channel" if self.group is None else f"groups of {self.group}"
-        return f"{self.bits}-bit round-to-nearest, {layout}"
-
 
 def schemes(group: int) -> tuple[Scheme, ...]:
-    """The attack's roundings: 8 and 4 bits per output channel (the columns "after 8-bit"
-    and "after 4-bit"), and 4 bits group-wise. 8-bit group-wise is left out: per channel
-    it already moves a weight by at most 1/254 of its row's range. Utility is measured
-    after 4 bits per channel, the rounding that moves a model most: its scoring is most of
-    what the attack costs (bench/unlearning_judge.py)."""
-    return (Scheme("int8", 8), Scheme("int4", 4, utility=True),
-            Scheme("int4_group", 4, group))
+    """The attack's roundings (``spec.QUANT_SCHEMES``): 8 and 4 bits per output channel
+    (the columns "after 8-bit" and "after 4-bit"), and 4 bits in groups of ``group``
+    inputs. 8-bit group-wise is left out: per channel it already moves a weight by at most
+    1/254 of its row's range. Utility is measured after ``spec.QUANT_HEADLINE``, the
+    rounding per channel that moves a model most: its scoring is most of what the attack
+    costs (bench/unlearning_judge.py)."""
+    return tuple(Scheme(name, bits, group if grouped else None, name == QUANT_HEADLINE)
+                 for name, _, bits, grouped in QUANT_SCHEMES)
 
 
 def rtn(weight: Tensor, bits: int, group: int | None = None) -> Tensor:

@@ -21,7 +21,7 @@ from harness.contract.memo import once
 from suites.unlearning import evaluate as ev
 from suites.unlearning import metrics as mt
 from suites.unlearning import quantize
-from suites.unlearning.spec import RECOVERY_FLOOR, UTILITY_FLOOR
+from suites.unlearning.spec import QUANT_HEADLINE, RECOVERY_FLOOR, UTILITY_FLOOR
 
 if TYPE_CHECKING:
     from suites.unlearning.pipeline import Private
@@ -208,7 +208,7 @@ def _quantization(model: nn.Module, p: Private, i: int, unlearned: dict[str, Ten
     before, at_target = levels
     floor = RECOVERY_FLOOR[str(s["benchmark"])]
     if at_target - before >= floor:
-        out["quant_recovery"] = (out[f"int4_{name}"] - before) / (at_target - before)
+        out["quant_recovery"] = (out[f"{QUANT_HEADLINE}_{name}"] - before) / (at_target - before)
     elif not same:  # the target row has nothing to recover
         withheld["quant_recovery"] = (f"unlearning lowered {name} by {at_target - before:.3g},"
                                       f" under the floor {floor}: a share of that drop is "

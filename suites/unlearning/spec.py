@@ -75,9 +75,17 @@ def trajectory(name: str, label: str, unit: str = "number", log: bool = False) -
 
 EPOCHS_CURVE = CurveSpec("epochs", "unlearning epoch", EPOCH_AXIS, drawn=False)
 
+# The quantization attack's roundings, declared once (suites.unlearning.quantize builds
+# them; it needs torch, this module does not): name, what the columns and the robustness
+# view call it, bits, and whether one scale covers ``quant_group`` inputs (else a row).
+QUANT_SCHEMES = (("int8", "8-bit", 8, False), ("int4", "4-bit", 4, False),
+                 ("int4_group", "4-bit grouped", 4, True))
+# The rounding after which utility is measured too, and whose recovery is reported.
+QUANT_HEADLINE = "int4"
+
 # The robustness view: one number of the unlearned model, then after each attack.
-ATTACK_AXIS = Axis("attack", ticks=("unlearned", "relearned", "8-bit", "4-bit",
-                                    "4-bit grouped"))
+ATTACK_AXIS = Axis("attack", ticks=("unlearned", "relearned",
+                                    *(label for _, label, _, _ in QUANT_SCHEMES)))
 
 
 def under_attack(label: str) -> CurveSpec:
@@ -121,9 +129,6 @@ VALIDATION_METRICS = (
 )
 
 
-# The quantization attack's roundings (suites.unlearning.quantize.schemes, which needs
-# torch): a name and what the columns call it.
-QUANT_SCHEMES = (("int8", "8-bit"), ("int4", "4-bit"), ("int4_group", "4-bit grouped"))
 GROUPED = f", one scale per {SETTINGS['quant_group']} inputs"
 
 
@@ -140,15 +145,15 @@ def quantization_metrics(measured: tuple[tuple[str, str, str, str], ...],
                       description=f"{label} of the unlearned model with its linear weights "
                                   f"rounded to {text} (round-to-nearest"
                                   f"{GROUPED if 'group' in q else ', per output channel'}).")
-           for q, text in QUANT_SCHEMES for name, label, better, short in (
-               *measured, *((utility,) if q == "int4" else ()))]
+           for q, text, _, _ in QUANT_SCHEMES for name, label, better, short in (
+               *measured, *((utility,) if q == QUANT_HEADLINE else ()))]
     label = next(m[1] for m in measured if m[0] == anchor)
     out += [MetricSpec(f"retain_model_{q}_{anchor}", f"retain model's {label} after {text}",
                        better="neither", decimals=decimals, short=f"{anchor} {q}(ret)",
                        description=f"The seed's retain model rounded the same way: what "
                                    f"{text} rounding does to a model that never learned "
                                    f"the forget set.")
-            for q, text in QUANT_SCHEMES]
+            for q, text, _, _ in QUANT_SCHEMES]
     out.append(MetricSpec("quant_recovery", "knowledge recovered by 4-bit quantization",
                           better="lower", decimals=3, short="q4 recov.",
                           description=recovery))
