@@ -33,7 +33,7 @@ from webapp.execution.groups import code_filename
 log = logging.getLogger(__name__)
 
 HYPERPARAMETER_PROBLEMS = ("unknown-hyperparameter", "bad-override")
-RETRIED = (Cell.FAILED, Cell.TIMEOUT, Cell.KILLED)  # a resubmission runs these cells again
+RETRIED = Cell.FAILURES  # a resubmission runs these cells again
 
 
 def suites_for(objective: LoadedObjective) -> list[Suite]:

@@ -31,8 +31,6 @@ from harness.storage.models import (
     Submission,
 )
 
-RETRIED = (Cell.FAILED, Cell.TIMEOUT, Cell.KILLED)
-
 
 class NotAllowed(Exception):
     """The user may not do this to this run (the message says why)."""
@@ -64,7 +62,7 @@ def requeue(submission: Submission, user, reason: str = "") -> ModerationAction:
     if not (user.is_authenticated and user.is_staff):
         raise NotAllowed("only staff may requeue a run's cells")
     with transaction.atomic():
-        failed = list(submission.cells.filter(status__in=RETRIED).select_related("version"))
+        failed = list(submission.cells.filter(status__in=Cell.FAILURES).select_related("version"))
         for cell in failed:  # as a resubmission of them: a fresh start
             queued_cell(cell.version, _suite(cell), cell.variant, cell.seed)
         action = ModerationAction.objects.create(actor=user, action=ModerationAction.REQUEUE,

@@ -15,7 +15,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, F, Max, Min, Q
 from django.utils import timezone
 
 from harness.contract.registry import suite_at
@@ -23,7 +23,6 @@ from harness.contract.suite import SuiteError
 from harness.storage.models import Cell
 
 WINDOW = timedelta(hours=24)
-FAILED = (Cell.FAILED, Cell.TIMEOUT, Cell.KILLED)
 
 
 def snapshot(now: datetime | None = None) -> dict[str, Any]:
@@ -36,18 +35,19 @@ def snapshot(now: datetime | None = None) -> dict[str, Any]:
                                                            "worker"))
     queues: dict[str, dict[str, Any]] = {q: {"queued": 0, "oldest": None}
                                          for q in ("cpu", "gpu")}
-    waiting = Cell.objects.filter(status=Cell.QUEUED).values_list(
-        "suite", "suite_version", "variant", "enqueued_at")
-    for suite, version, variant, sent in waiting.iterator():
-        queue = _queue(suite, version, variant)
-        entry = queues.setdefault(queue, {"queued": 0, "oldest": None})
-        entry["queued"] += 1
+    # counted per variant in the database (the queue is the variant's), not cell by cell
+    waiting = (Cell.objects.filter(status=Cell.QUEUED)
+               .values_list("suite", "suite_version", "variant")
+               .annotate(n=Count("id"), oldest=Min("enqueued_at")).order_by())
+    for suite, version, variant, n, sent in waiting:
+        entry = queues.setdefault(_queue(suite, version, variant), {"queued": 0, "oldest": None})
+        entry["queued"] += n
         if sent is not None and (entry["oldest"] is None or sent < entry["oldest"]):
             entry["oldest"] = sent
     finished = Cell.objects.filter(finished_at__gte=since)
     states = Counter(dict(finished.values_list("status").annotate(n=Count("id"))
                           .values_list("status", "n")))
-    reasons = Counter(dict(finished.filter(status__in=FAILED).values_list("reason")
+    reasons = Counter(dict(finished.filter(status__in=Cell.FAILURES).values_list("reason")
                            .annotate(n=Count("id")).values_list("reason", "n")))
     return {
         "at": now.isoformat(),

@@ -68,6 +68,7 @@ class Cell(models.Model):
         "queued", "running", "ok", "diverged", "failed", "timeout", "killed")
     STATUSES = [(s, s) for s in (QUEUED, RUNNING, OK, DIVERGED, FAILED, TIMEOUT, KILLED)]
     FINISHED = (OK, DIVERGED, FAILED, TIMEOUT, KILLED)
+    FAILURES = (FAILED, TIMEOUT, KILLED)  # finished without a result: a resubmission reruns them
     REASON_CHOICES = [(k, k) for k in REASONS]
 
     version = models.ForeignKey(ObjectiveVersion, on_delete=models.CASCADE, related_name="cells")

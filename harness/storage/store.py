@@ -440,7 +440,7 @@ def unlisted_objectives(viewer=None):
     hidden = unverified_uploads()
     out = (Objective.objects.filter(versions__pk__in=hidden)
            .exclude(versions__in=ObjectiveVersion.objects.exclude(pk__in=hidden))
-           | Objective.objects.filter(hidden_at__isnull=False))
+           | Objective.objects.filter(pk__in=hidden_objectives()))
     if viewer is not None and getattr(viewer, "is_authenticated", False):
         out = out.exclude(owner_id=viewer.pk)
     return out.values("pk")

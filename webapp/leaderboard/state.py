@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.db.models import Exists, OuterRef, Q
 
 from harness.contract.suite import Suite
+from harness.storage import store
 from harness.storage.models import Cell, Objective, ObjectiveVersion
 from webapp.leaderboard import cache
 
@@ -82,7 +83,7 @@ def _versions_entry(suite: Suite) -> dict:
     rows = list(ObjectiveVersion.objects.annotate(trained=Exists(trained))
                 .filter(Q(trained=True) | Q(objective__slug=suite.reference,
                                             label=suite.reference))
-                .filter(objective__hidden_at__isnull=True)  # staff hid it: on no board
+                .exclude(objective__in=store.hidden_objectives())  # staff hid it: no board
                 .order_by("objective_id", "label", "-created", "-id")
                 .values("id", "objective_id", "label", "code_sha256", "trained", "created",
                         "objective__slug", "objective__name", "objective__is_builtin"))

@@ -78,7 +78,7 @@ def _submissions(user) -> list[dict]:
                     "slug": sub.version.objective.slug, "suites": sub.suites,
                     "created": sub.created, "total": sum(mine.values()), "done": done,
                     "failed": sum(n for st, n in mine.items()
-                                  if st in (Cell.FAILED, Cell.TIMEOUT, Cell.KILLED))})
+                                  if st in Cell.FAILURES)})
     return out
 
 
