@@ -13,11 +13,13 @@ PY=${PYTHON:-.venv/bin/python}
 unset PYTHON  # the tests' subprocesses find their own (tests/test_deploy.py)
 WORKERS=${TEST_WORKERS:-2}
 export DATABASE_URL=${DATABASE_URL:-postgres://harness:harness@127.0.0.1:5432/harness}
-reports=$(mktemp -d -t harness-test-reports-XXXXXX)
+# TEST_REPORTS=DIR keeps the runs' JUnit reports there (per-file times for balancing)
+reports=${TEST_REPORTS:-$(mktemp -d -t harness-test-reports-XXXXXX)}
+mkdir -p "$reports"
 # one fixtures directory for both runs (tests/plugin.py)
 HARNESS_FIXTURES=$(mktemp -d -t harness-fixtures-XXXXXX)
 export HARNESS_FIXTURES
-trap 'rm -rf "$reports" "$HARNESS_FIXTURES"' EXIT
+trap 'rm -rf "$HARNESS_FIXTURES"; [ -n "${TEST_REPORTS:-}" ] || rm -rf "$reports"' EXIT
 
 status=0
 run() {  # run NAME PYTEST-ARGS...: pytest's status, 5 (nothing selected) counted as success

@@ -78,23 +78,24 @@ def pytest_addoption(parser):
                           "`make reproduce`")
 
 
-# The files that take longest (seconds of test time, measured 2026-12-05), run first, by
+# The files that take longest (seconds of test time, 2026-12-07: `TEST_REPORTS`), first, by
 # their path from the repository root: pytest-xdist hands a worker its next file when it
 # runs low, so a long file left for last would keep one core busy while the other idles.
 # The order only moves the end of a run; a file missing here runs after these, in pytest's
 # order.
-LONG_FILES = ("suites/unlearning/tests/test_unlearning_suite.py",
-              "tests/engine/test_pinned_results.py", "tests/workers/test_faults.py",
-              "tests/test_bench.py", "tests/sandbox/test_cli_sandbox.py",
-              "tests/web/test_submit.py", "tests/client/test_cli.py",
-              "tests/client/test_submit_cli.py", "tests/web/test_browser.py",
-              "suites/tta/tests/test_tta_suite.py",
-              "tests/sandbox/test_hostile_unlearning.py", "tests/sandbox/test_hostile_processes.py",
-              "tests/sandbox/test_hostile_tta.py", "tests/sandbox/test_sandbox.py",
+LONG_FILES = ("tests/test_bench.py", "suites/unlearning/tests/test_unlearning_suite.py",
+              "tests/client/test_submit_cli.py", "tests/client/test_cli.py",
+              "tests/workers/test_faults.py", "suites/tta/tests/test_tta_suite.py",
+              "tests/web/test_submit.py", "tests/web/test_browser.py",
+              "tests/sandbox/test_cli_sandbox.py", "tests/engine/test_fake_suite.py",
               "suites/unlearning/tests/test_unlearning_released.py",
-              "tests/sandbox/test_hostile_resources.py",
-              "tests/engine/test_fake_suite.py", "tests/web/test_uploads.py",
-              "suites/certified/tests/test_certified_suite.py", "tests/web/test_heldout.py")
+              "tests/engine/test_pinned_results.py", "tests/sandbox/test_cheats.py",
+              "tests/web/test_uploads.py", "tests/client/test_tuned.py",
+              "tests/web/test_api.py", "tests/web/test_heldout.py",
+              "suites/certified/tests/test_certified_suite.py",
+              "tests/sandbox/test_hostile_unlearning.py", "tests/client/test_notebook.py",
+              "tests/client/test_profile_cli.py", "tests/sandbox/test_hostile_processes.py",
+              "tests/sandbox/test_sandbox.py", "tests/test_deploy.py")
 
 
 def pytest_collection_modifyitems(config, items):
