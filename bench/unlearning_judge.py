@@ -1,5 +1,5 @@
 """The unlearning judge of one cell, as it was and as it is, on the same trained trajectory
-in one run: seconds of each, their ratio, and whether every stored number is identical.
+in one run: seconds of each, their ratio, and how far apart their stored numbers are.
 
 The judge (suites/unlearning/scoring.py) evaluates every unlearning epoch's parameters
 (TOFU: teacher-forced scores of 5,400 answers and greedy answers to 800 questions; MUSE:
@@ -17,8 +17,12 @@ target/retain/replica evaluations:
 - warm: every later cell (the memo full), the figure a suite run is made of.
 
 ROUGE's caches are emptied before every "after" run, so it gains nothing from the run
-before it. The cells' metrics and curves are compared exactly (``==``, NaN equal to NaN):
-the bench fails if one differs. If a metric is changed on purpose, update "before" too.
+before it. The cells' metrics and curves are compared number by number (NaN equal to
+NaN): "before" scores every set of sequences whole (``lm.score``), the judge now runs each
+question once and its answers after it (:mod:`suites.unlearning.prefixed`), which orders
+float32 sums differently, so the scored numbers may move in their last bits; the bench
+prints the largest relative difference and fails above ``TOLERANCE`` (a changed metric, not
+a reordered sum). If a metric is changed on purpose, update "before" too.
 
     .venv/bin/python bench/unlearning_judge.py            # the figures in bench/README.md
     .venv/bin/python bench/unlearning_judge.py --smoke    # what the tests run (seconds)
@@ -134,11 +138,22 @@ def _answers(model: nn.Module, params: Mapping[str, Tensor], s: ev.Splits,
                                                   s.max_new_tokens, s.codec.eos)]
 
 
+def _truth_ratios(model: nn.Module, params: Mapping[str, Tensor], split: ev.QASplit
+                  ) -> np.ndarray:
+    base = score(model, params, split.base).normalized
+    pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
+    return mt.truth_ratios(pert, base)
+
+
+def _held_back_prob(model: nn.Module, params: Mapping[str, Tensor], s: ev.Splits) -> float:
+    return float(mt.probability(score(model, params, s.held_back.answer).normalized))
+
+
 def _tofu(model: nn.Module, params: Mapping[str, Tensor], s: ev.Splits, *,
           generate_answers: bool = True) -> tuple[dict[str, float], np.ndarray]:
     out: dict[str, float] = {}
     f = score(model, params, s.forget.answer)
-    r_forget = ev.truth_ratios(model, params, s.forget)
+    r_forget = _truth_ratios(model, params, s.forget)
     out["forget_prob"] = float(mt.probability(f.normalized))
     out["forget_truth_ratio"] = float(mt.truth_ratio_forget(r_forget))
     out["extraction_strength"] = float(np.mean([
@@ -153,7 +168,7 @@ def _tofu(model: nn.Module, params: Mapping[str, Tensor], s: ev.Splits, *,
             pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
             out[f"{key}_prob"] = float(mt.probability_with_options(a, pert))
         out[f"{key}_truth_ratio"] = float(mt.truth_ratio_true_better(
-            ev.truth_ratios(model, params, split)))
+            _truth_ratios(model, params, split)))
     if generate_answers:
         out["forget_rouge"] = float(np.mean(_rouge(
             s.forget.answers, _answers(model, params, s, s.forget), True, "recall")))
@@ -224,7 +239,7 @@ def tofu_member_before(model: nn.Module, p: Any, i: int, trajectory: list[dict[s
         fq_curve.append(float(np.log10(max(mt.forget_quality(r, r_retain)[0], 1e-300))))
         mu_curve.append(m["model_utility"])
         prob_curve.append(m["forget_prob"])
-    metrics |= _relearning(model, p, i, trajectory[-1], s, ev.held_back_prob,
+    metrics |= _relearning(model, p, i, trajectory[-1], s, _held_back_prob,
                            ("held_back_prob", "relearn_forget_prob"))
     curves = {"epochs": [float(e) for e in range(len(trajectory) + 1)],
               "fq_trajectory": fq_curve, "mu_trajectory": mu_curve,
@@ -324,6 +339,8 @@ def _smoke_cell(benchmark: str) -> tuple[Any, list[dict[str, Tensor]], nn.Module
     return private, trajectory, TinyLM(fx.model_config(config)), settings, 0.0
 
 
+TOLERANCE = 1e-6  # relative: float32 sums reordered move a number by ~1e-8 (measured)
+
 # What the judge gained after this bench's subject: the attack family's PrivLeak, the
 # quantization attack's numbers and its robustness curve. Only the judge as it is has them.
 ADDED = {"privleak_loss", "privleak_zlib", "privleak_reference", "privleak_min_k_plus_plus",
@@ -336,18 +353,25 @@ ADDED = {"privleak_loss", "privleak_zlib", "privleak_reference", "privleak_min_k
 ADDED_CURVES = {"held_back_under_attack"}
 
 
-def _same(a: tuple[dict, dict], b: tuple[dict, dict]) -> bool:
-    def equal(x: float, y: float) -> bool:
-        return x == y or (isinstance(x, float) and isinstance(y, float)
-                          and math.isnan(x) and math.isnan(y))
+def _differences(a: tuple[dict, dict], b: tuple[dict, dict]) -> dict[str, float] | None:
+    """Each number of two cells that differs, with its relative difference (``None``: the
+    cells do not hold the same numbers)."""
+    def rel(x: float, y: float) -> float:
+        if x == y or (isinstance(x, float) and isinstance(y, float)
+                      and math.isnan(x) and math.isnan(y)):
+            return 0.0
+        return abs(x - y) / max(abs(x), abs(y))
 
     (ma, ca), (mb, cb) = a, b
     # what only the judge as it is computes (ADDED) aside, the numbers must agree
     if (ma.keys() ^ mb.keys()) - ADDED or (ca.keys() ^ cb.keys()) - ADDED_CURVES:
-        return False
-    return (all(equal(ma[k], mb[k]) for k in ma.keys() & mb.keys())
-            and all(len(ca[k]) == len(cb[k]) and all(map(equal, ca[k], cb[k]))
-                    for k in ca.keys() & cb.keys()))
+        return None
+    if any(len(ca[k]) != len(cb[k]) for k in ca.keys() & cb.keys()):
+        return None
+    out = {k: rel(ma[k], mb[k]) for k in ma.keys() & mb.keys()}
+    out |= {f"{k}[{j}]": rel(x, y) for k in ca.keys() & cb.keys()
+            for j, (x, y) in enumerate(zip(ca[k], cb[k], strict=True))}
+    return {k: v for k, v in out.items() if v}
 
 
 def _clear(memos: bool) -> None:
@@ -400,12 +424,17 @@ def measure(benchmark: str, cell: tuple, repeats: int) -> dict[str, Any]:
     for r in range(repeats):  # warm: interleaved, the order alternating
         for way in (ways if r % 2 == 0 else list(ways)[::-1]):
             run("warm", way)
+    diffs = [_differences(results[0], r) for r in results[1:]]
     best = {k: min(v) for k, v in seconds.items()}
     best |= {f"{name}_s": min(v) for name, v in spent.items()}
     return {"epochs": len(trajectory), "train_s": train_s, **best,
             "cold_ratio": best["cold_before"] / best["cold_after"],
             "warm_ratio": best["warm_before"] / best["warm_after"],
-            "identical": all(_same(results[0], r) for r in results[1:]),
+            "identical": all(d == {} for d in diffs),
+            "max_relative_difference": max((max(d.values(), default=0.0) for d in diffs
+                                            if d is not None), default=0.0),
+            "differing": sorted({k for d in diffs if d for k in d}),
+            "comparable": all(d is not None for d in diffs),
             "metrics": len(results[0][0]), "curves": len(results[0][1])}
 
 
@@ -429,18 +458,21 @@ def main() -> None:
                 _cell(suite, "forget10", args.objective))
         report[benchmark] = measure(benchmark, cell, 1 if args.smoke else args.repeats)
     print(f"{'suite':6} {'train s':>8} {'cold before':>12} {'after':>7} {'ratio':>6} "
-          f"{'warm before':>12} {'after':>7} {'ratio':>6}  identical  "
+          f"{'warm before':>12} {'after':>7} {'ratio':>6}  {'max rel. diff':>13}  "
           f"{'relearning':>10} {'quantization':>12}")
     for name, r in report.items():
         print(f"{name:6} {r['train_s']:8.2f} {r['cold_before']:12.2f} {r['cold_after']:7.2f} "
               f"{r['cold_ratio']:5.2f}× {r['warm_before']:12.2f} {r['warm_after']:7.2f} "
-              f"{r['warm_ratio']:5.2f}×  {str(r['identical']):9}  {r['relearning_s']:10.2f} "
+              f"{r['warm_ratio']:5.2f}×  {r['max_relative_difference']:13.1e}  "
+              f"{r['relearning_s']:10.2f} "
               f"{r['quantization_s']:12.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
-    if not all(r["identical"] for r in report.values()):
-        raise SystemExit("the judge's numbers changed: a cell's metrics or curves differ")
+    for name, r in report.items():
+        if not r["comparable"] or r["max_relative_difference"] > TOLERANCE:
+            raise SystemExit(f"{name}: the judge's numbers changed (beyond reordered sums): "
+                             f"{', '.join(r['differing'][:10]) or 'the metrics or curves'}")
 
 
 if __name__ == "__main__":

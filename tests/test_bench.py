@@ -146,14 +146,15 @@ def test_sweep_smoke(tmp_path):
 
 
 def test_unlearning_judge_smoke(tmp_path):
-    """The judge as it was and as it is give every cell number identically (the bench
-    exits non-zero otherwise); both are timed."""
+    """The judge as it was and as it is give every cell number within reordered float32
+    sums (the bench exits non-zero otherwise); both are timed."""
     report = tmp_path / "report.json"
     _bench("unlearning_judge.py", "--smoke", "--json", str(report))
     data = json.loads(report.read_text())
     assert set(data) == {"tofu", "muse"}
     for r in data.values():
-        assert r["identical"] is True and r["metrics"] > 0 and r["curves"] > 0
+        assert r["comparable"] and r["max_relative_difference"] <= 1e-6
+        assert r["metrics"] > 0 and r["curves"] > 0
         assert min(r["cold_before"], r["cold_after"], r["warm_before"], r["warm_after"]) > 0
 
 

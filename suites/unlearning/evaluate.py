@@ -19,8 +19,9 @@ from suites.unlearning import corpus as cp
 from suites.unlearning import metrics as mt
 from suites.unlearning.data import Encoded, encode_passages, encode_qa
 from suites.unlearning.decode import generate
-from suites.unlearning.lm import counted_logits, score
+from suites.unlearning.lm import Scores, counted_logits, score
 from suites.unlearning.model import forward
+from suites.unlearning.prefixed import score_prefixed
 from suites.unlearning.text import Codec
 
 FQ_FLOOR, FQ_GOAL = 1e-30, 0.05  # the score's forget-quality scale (log10): 0 → 1
@@ -147,9 +148,22 @@ def truth_ratios(model: nn.Module, params: Mapping[str, Tensor], split: QASplit,
     """Per-question truth ratios of ``split`` (TOFU's own form unless ``convention`` says
     open-unlearning's: :func:`suites.unlearning.metrics.truth_ratios`)."""
     assert split.perturbed is not None, "a truth ratio needs perturbed answers"
-    base = score(model, params, split.base).normalized
-    pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
-    return mt.truth_ratios(pert, base, convention=convention)
+    base, pert = score_prefixed(model, params, split.base, split.perturbed)
+    return mt.truth_ratios(pert.normalized.reshape(-1, split.k), base.normalized,
+                           convention=convention)
+
+
+def qa_scores(model: nn.Module, params: Mapping[str, Tensor], split: QASplit
+              ) -> tuple[Scores, Scores, Scores]:
+    """The answers', the truth ratio's base answers' and the perturbed answers' scores of
+    ``split``, its questions run once for all three (:mod:`suites.unlearning.prefixed`);
+    the base is the answer's scores where the base answers are the answers."""
+    assert split.perturbed is not None, "a truth ratio needs perturbed answers"
+    if split.base is split.answer:
+        a, pert = score_prefixed(model, params, split.answer, split.perturbed)
+        return a, a, pert
+    a, base, pert = score_prefixed(model, params, split.answer, split.base, split.perturbed)
+    return a, base, pert
 
 
 def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
@@ -161,8 +175,7 @@ def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
     trajectories show (forget probability and truth ratios, model utility): no forget
     ROUGE, so the forget questions are not decoded."""
     out: dict[str, float] = {}
-    f = score(model, params, s.forget.answer)
-    r_forget = truth_ratios(model, params, s.forget)
+    f, r_forget = forget_scores(model, params, s)
     out["forget_prob"] = float(mt.probability(f.normalized))
     if not trajectory_point:
         out["forget_truth_ratio"] = float(mt.truth_ratio_forget(r_forget))
@@ -173,10 +186,8 @@ def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
     for key, split in utility:
         # each set scored once: the facts' truth-ratio base is their answer, and their
         # probability and truth ratio share the perturbed answers
-        assert split.perturbed is not None, "a truth ratio needs perturbed answers"
-        a = score(model, params, split.answer).normalized
-        base = a if split.base is split.answer else score(model, params, split.base).normalized
-        pert = score(model, params, split.perturbed).normalized.reshape(-1, split.k)
+        a, base, pert = (x.normalized for x in qa_scores(model, params, split))
+        pert = pert.reshape(-1, split.k)
         out[f"{key}_prob"] = float(mt.probability(a) if key == "retain" else
                                    mt.probability_with_options(a, pert))
         out[f"{key}_truth_ratio"] = float(mt.truth_ratio_true_better(
@@ -192,6 +203,13 @@ def tofu(model: nn.Module, params: Mapping[str, Tensor], s: Splits, *,
             [out[f"{k}_{w}"] for k in ("retain", "wf", "ke")
              for w in ("prob", "rouge", "truth_ratio")]))
     return out, r_forget
+
+
+def forget_scores(model: nn.Module, params: Mapping[str, Tensor], s: Splits
+                  ) -> tuple[Scores, np.ndarray]:
+    """The forget answers' scores and the forget questions' truth ratios, in one scoring."""
+    f, base, pert = qa_scores(model, params, s.forget)
+    return f, mt.truth_ratios(pert.normalized.reshape(-1, s.forget.k), base.normalized)
 
 
 def _utility_splits(s: Splits) -> list[tuple[str, QASplit]]:
@@ -333,7 +351,8 @@ def forget_prob(model: nn.Module, params: Mapping[str, Tensor], s: Splits) -> fl
 
 def answer_prob(model: nn.Module, params: Mapping[str, Tensor], split: QASplit) -> float:
     """Mean length-normalised probability of ``split``'s answers."""
-    return float(mt.probability(score(model, params, split.answer).normalized))
+    (answers,) = score_prefixed(model, params, split.answer)
+    return float(mt.probability(answers.normalized))
 
 
 def knowmem(model: nn.Module, params: Mapping[str, Tensor], s: Splits, split: QASplit

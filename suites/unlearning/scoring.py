@@ -77,8 +77,8 @@ def tofu_member(model: nn.Module, p: Private, i: int, trajectory: list[dict[str,
         if utility:  # the forget numbers are part of a trajectory point's
             m, r = ev.tofu(model, params, sp, trajectory_point=True)
         else:
-            m, r = {"forget_prob": ev.forget_prob(model, params, sp)}, ev.truth_ratios(
-                model, params, sp.forget)
+            f, r = ev.forget_scores(model, params, sp)
+            m = {"forget_prob": float(mt.probability(f.normalized))}
         return {"forget_prob": m["forget_prob"],
                 "forget_truth_ratio": float(mt.truth_ratio_forget(r)),
                 "log_forget_quality": float(np.log10(max(mt.forget_quality(r, r_retain)[0],
