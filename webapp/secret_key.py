@@ -35,12 +35,17 @@ def stored_key(path: Path) -> str:
     """The key in ``path``, generated there first if there is none. Processes that start at
     once (gunicorn's workers, the Celery pool) agree: each writes its own candidate to a
     private file and links it into place, and a link never replaces a file, so the first
-    one wins and the others read it."""
+    one wins and the others read it. The file belongs to the directory's owner: in the
+    image the workers run as root (the sandbox needs it) and the web app as the data
+    volume's unprivileged owner, and whichever starts first writes the key both read."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         candidate = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}")
         fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
+            owner = path.parent.stat()
+            if os.geteuid() == 0 and owner.st_uid != 0:
+                os.fchown(fd, owner.st_uid, owner.st_gid)
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_urlsafe(MIN_LENGTH) + "\n")
                 f.flush()
@@ -50,7 +55,12 @@ def stored_key(path: Path) -> str:
             pass  # another process's key is in place
         finally:
             candidate.unlink(missing_ok=True)
-    key = path.read_text().strip()
+    try:
+        key = path.read_text().strip()
+    except PermissionError as exc:
+        raise ImproperlyConfigured(
+            f"{path} (the generated secret key) is not readable by uid {os.geteuid()}: give "
+            f"it to the account the web app runs as, or set DJANGO_SECRET_KEY") from exc
     if len(key) < MIN_LENGTH:
         raise ImproperlyConfigured(
             f"{path} holds a secret key of {len(key)} characters, fewer than {MIN_LENGTH}: "

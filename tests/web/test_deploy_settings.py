@@ -87,3 +87,16 @@ def test_the_key_comes_from_the_environment_then_debug_then_the_file(tmp_path, m
     (tmp_path / "secret_key").write_text("short\n")
     with pytest.raises(ImproperlyConfigured, match="5 characters, fewer than 50"):
         secret_key(debug=False)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root writes a file for another account")
+def test_a_key_written_by_root_belongs_to_the_data_directorys_owner(tmp_path):
+    """In the image the workers run as root and the web app as the volume's owner: a key the
+    worker wrote first must be readable by the web app (a 500 at first start otherwise)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    os.chown(data, 10001, 10001)
+    key = stored_key(data / "secret_key")
+    info = (data / "secret_key").stat()
+    assert (info.st_uid, info.st_gid) == (10001, 10001) and len(key) >= MIN_LENGTH
+    assert stat.S_IMODE(info.st_mode) == 0o600
