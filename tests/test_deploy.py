@@ -55,7 +55,7 @@ WORKERS = ("worker-cpu", "worker-gpu")
 
 def test_compose_services(compose, services):
     assert "version" not in compose  # the compose spec has no version key
-    assert set(services) == {"postgres", "redis", *APP_SERVICES}
+    assert set(services) == {"postgres", "redis", "flower", *APP_SERVICES}
     assert not any("beat" in name for name in services)  # the reaper runs in the workers
 
 
@@ -454,3 +454,15 @@ def test_deployed_static_files_are_hashed_compressed_and_cached_long(tmp_path):
     status, encoding, cache = out[1].split(" ", 2)
     assert (status, encoding) == ("200", "gzip")
     assert "max-age=315360000" in cache and "immutable" in cache
+
+
+def test_flower_is_an_opt_in_monitor_on_the_workers_broker(services):
+    """`--profile ops` adds Flower on the broker the workers use, unprivileged, reachable
+    from this host only (it has no login unless FLOWER_BASIC_AUTH is set)."""
+    flower, broker = services["flower"], env_of(services["worker-cpu"])["HARNESS_BROKER_URL"]
+    assert flower["profiles"] == ["ops"] and flower["user"] == "harness"
+    command = flower["command"]
+    assert command[:3] == ["python", "-m", "celery"] and "flower" in command
+    assert command[command.index("--broker") + 1] == broker
+    assert all(p.startswith("127.0.0.1:") for p in flower["ports"])
+    assert "cap_add" not in flower and "FLOWER_BASIC_AUTH" in flower["environment"]
