@@ -461,7 +461,9 @@ def test_flower_is_an_opt_in_monitor_on_the_workers_broker(services):
     from this host only (it has no login unless FLOWER_BASIC_AUTH is set)."""
     flower, broker = services["flower"], env_of(services["worker-cpu"])["HARNESS_BROKER_URL"]
     assert flower["profiles"] == ["ops"] and flower["user"] == "harness"
-    command = flower["command"]
+    shell, flag, script = flower["command"]
+    assert (shell, flag) == ("sh", "-c") and "unset FLOWER_BASIC_AUTH" in script
+    command = script.split("exec", 1)[1].split()
     assert command[:3] == ["python", "-m", "celery"] and "flower" in command
     assert command[command.index("--broker") + 1] == broker
     assert all(p.startswith("127.0.0.1:") for p in flower["ports"])
