@@ -149,6 +149,12 @@ def truth_ratios(model: nn.Module, params: Mapping[str, Tensor], split: QASplit,
     open-unlearning's: :func:`suites.unlearning.metrics.truth_ratios`)."""
     assert split.perturbed is not None, "a truth ratio needs perturbed answers"
     base, pert = score_prefixed(model, params, split.base, split.perturbed)
+    return _ratios(split, base, pert, convention)
+
+
+def _ratios(split: QASplit, base: Scores, pert: Scores, convention: str = "tofu"
+            ) -> np.ndarray:
+    """Per-question truth ratios from the base and the K perturbed answers' scores."""
     return mt.truth_ratios(pert.normalized.reshape(-1, split.k), base.normalized,
                            convention=convention)
 
@@ -209,7 +215,7 @@ def forget_scores(model: nn.Module, params: Mapping[str, Tensor], s: Splits
                   ) -> tuple[Scores, np.ndarray]:
     """The forget answers' scores and the forget questions' truth ratios, in one scoring."""
     f, base, pert = qa_scores(model, params, s.forget)
-    return f, mt.truth_ratios(pert.normalized.reshape(-1, s.forget.k), base.normalized)
+    return f, _ratios(s.forget, base, pert)
 
 
 def _utility_splits(s: Splits) -> list[tuple[str, QASplit]]:
