@@ -52,6 +52,13 @@ def test_bounds_smoke(tmp_path):
     assert data["tightness"]
 
 
+def test_pgd_smoke(tmp_path):
+    report = tmp_path / "report.json"
+    _bench("pgd.py", "--smoke", "--json", str(report))  # fails itself if verdicts differ
+    (row,) = json.loads(report.read_text())["rows"]
+    assert row["same_broken"] and row["same_margins_unbroken"] and row["ratio"] > 0
+
+
 def test_pages_smoke(tmp_path):
     report = tmp_path / "report.json"
     # created from the server's maintenance database, whatever DATABASE_URL names

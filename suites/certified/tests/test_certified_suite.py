@@ -16,7 +16,7 @@ from harness.objectives.loading import load_objective
 from harness.report import stats
 from harness.runner.inprocess import run_cells
 from harness.train import Optimizer, Shuffled, TrainConfig, stacked_init, train_members
-from suites.certified import SUITE, bounds
+from suites.certified import SUITE, attack, bounds
 from suites.certified.data import CIFAR_MEAN, CIFAR_STD, Box, load_dataset
 from suites.certified.evaluation import Evaluation, SoundnessError, check_soundness, judge_member
 from suites.certified.models import certified_cnn, certified_mlp, recalibrate
@@ -280,6 +280,34 @@ def test_soundness_check_passes_a_consistent_evaluation():
 def test_soundness_check_catches_a_violation(change, message):
     with pytest.raises(SoundnessError, match=message):
         check_soundness(_evaluation(**change), 0)
+
+
+def test_pgd_early_stop_breaks_the_same_samples_with_fewer_steps():
+    """Stopping the attack on a sample every member has broken changes no verdict: the
+    same samples broken, the same margins where none was; fewer forwards (the vmapped
+    forward counted)."""
+    gen = torch.Generator().manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    params = {k: torch.randn(2, *v.shape, generator=gen) * 0.6
+              for k, v in model.named_parameters()}
+    x = torch.rand(40, 8, generator=gen)
+    y = torch.randint(0, 3, (40,), generator=gen)
+    lo, hi = (x - 0.15).clamp(0, 1), (x + 0.15).clamp(0, 1)
+    rows = []
+    real = model.forward
+    model.forward = lambda t: (rows.append(t.shape[0]), real(t))[1]  # rows per forward
+    runs = {}
+    for early in (False, True):
+        rows.clear()
+        gens = [torch.Generator().manual_seed(s) for s in (0, 1)]
+        runs[early] = (attack.pgd_evaluate(model, params, x, y, lo, hi, 0.15, gens,
+                                           attack.PGDConfig(steps=12, restarts=3),
+                                           early_stop=early), sum(rows))
+    (full, full_rows), (fast, fast_rows) = runs[False], runs[True]
+    assert 0 < int(full.broken.all(0).sum()) < len(x)  # some broken by both members, not all
+    assert torch.equal(full.broken, fast.broken)
+    assert torch.equal(full.min_margins[~full.broken], fast.min_margins[~full.broken])
+    assert fast_rows < full_rows
 
 
 def test_a_soundness_violation_fails_the_cell_as_a_harness_bug(monkeypatch):
