@@ -35,7 +35,7 @@ def models(objective: str, variant: str, seeds: int, epochs: int | None):
     from harness.contract.registry import get_suite, pipeline
     from harness.objectives.loading import load_objective
     from harness.runner.jobs import chunk_jobs, train_safely
-    from suites.certified.attack import PGDConfig
+    from suites.certified.attack import PGDConfig, pgd_evaluate
     from suites.certified.data import Box
     from suites.certified.evaluation import final_plain_params
     from suites.certified.training import model_for, reported_training
@@ -60,8 +60,6 @@ def models(objective: str, variant: str, seeds: int, epochs: int | None):
     pgd = PGDConfig(**suite.settings["pgd"])
 
     def attack(early_stop: bool, config: PGDConfig = pgd):  # as the judge calls it
-        from suites.certified.attack import pgd_evaluate
-
         gens = [torch.Generator().manual_seed(seeding.stream_seed(s, "attack", variant))
                 for s in range(seeds)]
         return pgd_evaluate(net.plain, plain, x, y, lower, upper, box.radius(eps), gens,

@@ -293,9 +293,14 @@ def test_pgd_early_stop_breaks_the_same_samples_with_fewer_steps():
     x = torch.rand(40, 8, generator=gen)
     y = torch.randint(0, 3, (40,), generator=gen)
     lo, hi = (x - 0.15).clamp(0, 1), (x + 0.15).clamp(0, 1)
-    rows = []
+    rows = []  # the samples each forward sees
     real = model.forward
-    model.forward = lambda t: (rows.append(t.shape[0]), real(t))[1]  # rows per forward
+
+    def counted(t):
+        rows.append(t.shape[0])
+        return real(t)
+
+    model.forward = counted
     runs = {}
     for early in (False, True):
         rows.clear()
